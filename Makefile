@@ -1,0 +1,49 @@
+# FABRIK IK: every job a user or CI runs. Each target creates the venv it needs on first use.
+PYTHON ?= python3.11
+VENV := .venv
+VENV42 := .venv-42
+PY := $(VENV)/bin/python
+PY42 := $(VENV42)/bin/python
+PYTEST_ARGS ?=
+
+.PHONY: demo test test-fast test-42 lint typecheck build bench bake clean
+
+$(VENV)/.stamp: requirements/blender-5.0.txt requirements/dev.txt
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/blender-5.0.txt -r requirements/dev.txt
+	touch $@
+
+$(VENV42)/.stamp: requirements/blender-4.2.txt requirements/dev.txt
+	$(PYTHON) -m venv $(VENV42)
+	$(VENV42)/bin/pip install -q --disable-pip-version-check -r requirements/blender-4.2.txt -r requirements/dev.txt
+	touch $@
+
+## demo: build the showcase rig, solve, bake, save out/demo.blend, out/demo_report.json and out/demo.png
+demo: $(VENV)/.stamp
+	$(PY) scripts/demo.py
+
+## test: lint, type-check, then the whole suite on Blender 5.0 and on Blender 4.2
+test: lint typecheck test-fast test-42
+
+## test-fast: the whole suite on Blender 5.0 only
+test-fast: $(VENV)/.stamp
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-42: $(VENV42)/.stamp
+	$(PY42) -m pytest $(PYTEST_ARGS)
+
+lint: $(VENV)/.stamp
+	$(VENV)/bin/ruff check fabrik_addon tests scripts
+
+typecheck: $(VENV)/.stamp
+	$(VENV)/bin/mypy
+
+## build: the extension zip in dist/, built and validated by Blender's own tool
+build: $(VENV)/.stamp
+	$(PY) scripts/build_extension.py
+
+bench: $(VENV)/.stamp
+	$(PY) scripts/benchmark.py all
+
+clean:
+	rm -rf build dist out .pytest_cache .mypy_cache .ruff_cache
