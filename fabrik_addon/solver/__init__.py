@@ -1,0 +1,21 @@
+"""FABRIK IK solver core: pure numpy, no Blender imports.
+
+Conventions: radians, wxyz quaternions, bone frames with Y along the bone (as in Blender).
+"""
+
+from .batch import solve_chains
+from .fabrik import solve_chain
+from .limits import ChainLimits, ConeLimit, HingeLimit
+from .result import ChainResults, SolveResult
+from .two_bone import solve_two_bone
+
+__all__ = [
+    "ChainLimits",
+    "ChainResults",
+    "ConeLimit",
+    "HingeLimit",
+    "SolveResult",
+    "solve_chain",
+    "solve_chains",
+    "solve_two_bone",
+]

@@ -1,0 +1,199 @@
+"""FABRIK across many chains of equal bone count at once: one numpy call per step for all of them.
+
+Mirrors :func:`.fabrik.run_fabrik` operation for operation, so each chain's result equals its
+single-chain solve. Arrays are laid out joint-major, ``(N+1, 3, C)``, so every step works on
+contiguous rows of C values.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .checks import bone_lengths, check_batch_joints, check_points
+from .fabrik import (
+    DEFAULT_MAX_ITERATIONS,
+    DEFAULT_MIN_IMPROVEMENT,
+    DEFAULT_TOLERANCE,
+    STALL_PATIENCE,
+    check_settings,
+)
+from .prepare import EPS, prepare
+from .result import ChainResults
+
+
+def solve_chains(
+    joints: object,
+    targets: object,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    poles: object = None,
+    min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+) -> ChainResults:
+    """Solve ``C`` chains of ``N`` bones with FABRIK, vectorised across chains.
+
+    Parameters
+    ----------
+    joints : array_like, shape (C, N+1, 3)
+        Start poses; never mutated.
+    targets : array_like, shape (C, 3)
+    tolerance, max_iterations, min_improvement
+        As in :func:`solve_chain`, applied to each chain on its own.
+    poles : array_like, shape (C, 3), optional
+
+    Returns
+    -------
+    ChainResults
+        Per-chain arrays; ``results[i]`` equals ``solve_chain(joints[i], targets[i], ...)``.
+    """
+    start = check_batch_joints(joints)
+    count, n1, _ = start.shape
+    tgt = check_points(targets, (count, 3), "targets")
+    pole = None if poles is None else check_points(poles, (count, 3), "poles")
+    check_settings(tolerance, max_iterations, min_improvement)
+    lengths = bone_lengths(start)
+    prep = prepare(start, tgt, pole, lengths)
+
+    out = prep.joints.copy()
+    roots = prep.joints[:, 0]
+    dist = np.linalg.norm(tgt - roots, axis=1)
+    error = np.linalg.norm(prep.joints[:, -1] - tgt, axis=1)
+    iterations = np.zeros(count, dtype=np.int64)
+
+    far = prep.unreachable
+    if far.any():
+        u = (tgt[far] - roots[far]) / dist[far, None]
+        out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
+        error[far] = dist[far] - prep.totals[far]
+    settled = far | ((error <= tolerance) & (pole is None))
+    todo = np.flatnonzero(~settled)
+    if len(todo):
+        best, best_error, used = _iterate(
+            prep.joints[todo].transpose(1, 2, 0).copy(),
+            tgt[todo].T.copy(),
+            None if pole is None else pole[todo].T.copy(),
+            lengths[todo].T.copy(),
+            prep.dirs[todo].transpose(1, 2, 0).copy(),
+            EPS * prep.totals[todo],
+            error[todo],
+            tolerance,
+            int(max_iterations),
+            min_improvement,
+        )
+        out[todo] = best.transpose(2, 0, 1)
+        error[todo] = best_error
+        iterations[todo] = used
+    return ChainResults(out, error, iterations, error <= tolerance)
+
+
+def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,
+             tiny: np.ndarray, error: np.ndarray, tolerance: float, max_iterations: int,
+             min_improvement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Iterate chains ``X (N+1, 3, A)`` until each stops; returns best joints, errors and iterations."""
+    n = L.shape[0]
+    count = X.shape[2]
+    out = X.copy()
+    out_error = np.empty(count)
+    out_iterations = np.zeros(count, dtype=np.int64)
+    ids = np.arange(count)  # which output column each working column belongs to
+    root = X[0].copy()
+    best = X.copy()
+    best_error = np.full(count, np.inf)
+    previous = error.copy()
+    stalled = np.zeros(count, dtype=np.int64)
+    d = np.empty_like(X[0])
+    for iteration in range(1, max_iterations + 1):
+        X[n] = tgt
+        for i in range(n - 1, -1, -1):
+            _place(X[i], X[i + 1], -U[i], L[i], tiny, d)
+        X[0] = root
+        for i in range(n):
+            _place(X[i + 1], X[i], U[i], L[i], tiny, d)
+        if pole is not None:
+            _turn_toward_pole(X, pole, tiny)
+        err = np.sqrt(np.einsum("ij,ij->j", X[n] - tgt, X[n] - tgt))
+        better = err < best_error
+        best[:, :, better] = X[:, :, better]
+        best_error = np.where(better, err, best_error)
+        stalled = np.where(previous - err < min_improvement * previous, stalled + 1, 0)
+        done = (err <= tolerance) | (stalled >= STALL_PATIENCE)
+        previous = err
+        if iteration == max_iterations:
+            done[:] = True
+        if done.any():
+            finished = ids[done]
+            out[:, :, finished] = best[:, :, done]
+            out_error[finished] = best_error[done]
+            out_iterations[finished] = iteration
+            keep = ~done
+            if not keep.any():
+                break
+            ids, X, best, best_error = ids[keep], X[:, :, keep], best[:, :, keep], best_error[keep]
+            previous, stalled = previous[keep], stalled[keep]
+            tgt, root, L, U, tiny = tgt[:, keep], root[:, keep], L[:, keep], U[:, :, keep], tiny[keep]
+            pole = None if pole is None else pole[:, keep]
+            d = np.empty_like(X[0])
+    return out, out_error, out_iterations
+
+
+def _place(moving: np.ndarray, anchor: np.ndarray, fallback: np.ndarray, length: np.ndarray,
+           tiny: np.ndarray, d: np.ndarray) -> None:
+    """Put ``moving`` at ``length`` from ``anchor`` on the line through its old position (in place).
+
+    Where the two joints coincide, use ``fallback`` (the start pose's bone direction, pointing from
+    anchor to moving).
+    """
+    np.subtract(moving, anchor, out=d)
+    dist = np.sqrt(np.einsum("ij,ij->j", d, d))
+    r = length / np.maximum(dist, tiny)
+    np.multiply(d, r, out=d)
+    np.add(anchor, d, out=moving)
+    if dist.min() <= tiny.max():
+        stuck = dist <= tiny
+        moving[:, stuck] = anchor[:, stuck] + fallback[:, stuck] * length[stuck]
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return np.einsum("ij,ij->j", a, b)
+
+
+def _turn_toward_pole(X: np.ndarray, pole: np.ndarray, tiny: np.ndarray) -> None:
+    """Batched :func:`.fabrik.turn_toward_pole`: swings about neighbour lines, then the rigid roll."""
+    n = X.shape[0] - 1
+    for i in range(1, n):
+        a = X[i - 1]
+        k = X[i + 1] - a
+        k2 = _dot(k, k)
+        safe_k2 = np.where(k2 > tiny * tiny, k2, 1.0)
+        v = X[i] - a
+        w = pole - a
+        tv = _dot(v, k) / safe_k2
+        tw = _dot(w, k) / safe_k2
+        v = v - tv * k
+        w = w - tw * k
+        vn = np.sqrt(_dot(v, v))
+        wn = np.sqrt(_dot(w, w))
+        ok = (k2 > tiny * tiny) & (vn > tiny) & (wn > tiny)
+        moved = a + tv * k + w * (vn / np.where(ok, wn, 1.0))
+        X[i] = np.where(ok, moved, X[i])
+    if n < 3:
+        return
+    a = X[0]
+    k = X[n] - a
+    kn = np.sqrt(_dot(k, k))
+    k = k / np.where(kn > tiny, kn, 1.0)
+    m = X[1:n].sum(axis=0) / (n - 1) - a
+    m = m - _dot(m, k) * k
+    w = pole - a
+    w = w - _dot(w, k) * k
+    mn = np.sqrt(_dot(m, m))
+    wn = np.sqrt(_dot(w, w))
+    ok = (kn > tiny) & (mn > tiny) & (wn > tiny)
+    norm = np.where(ok, mn * wn, 1.0)
+    c = _dot(m, w) / norm
+    s = _dot(k, np.cross(m, w, axis=0)) / norm
+    for i in range(1, n):
+        v = X[i] - a
+        t = _dot(v, k) * (1.0 - c)
+        rolled = a + v * c + np.cross(k, v, axis=0) * s + k * t
+        X[i] = np.where(ok, rolled, X[i])

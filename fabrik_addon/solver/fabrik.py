@@ -1,0 +1,242 @@
+"""FABRIK for one chain, in plain floats.
+
+A numpy call costs about 1 us while a float operation costs about 0.07 us, so for one chain the
+per-joint loop runs on Python floats; :mod:`.batch` runs the same loop across many chains in numpy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .checks import bone_lengths, check_joints, check_points
+from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
+from .prepare import EPS, prepare, straight_toward
+from .result import SolveResult
+
+DEFAULT_TOLERANCE = 1e-3
+DEFAULT_MAX_ITERATIONS = 30
+# Stall rule: stop after STALL_PATIENCE iterations in a row that each improve the tip error by less than
+# this fraction. One slow iteration is not enough: a chain folding past a near target speeds up again.
+DEFAULT_MIN_IMPROVEMENT = 1e-3
+STALL_PATIENCE = 3
+
+
+def check_settings(tolerance: float, max_iterations: int, min_improvement: float) -> None:
+    if not (math.isfinite(tolerance) and tolerance >= 0.0):
+        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+    if int(max_iterations) != max_iterations or max_iterations < 1:
+        raise ValueError(f"max_iterations must be a whole number >= 1, got {max_iterations!r}")
+    if not (math.isfinite(min_improvement) and 0.0 <= min_improvement < 1.0):
+        raise ValueError(f"min_improvement must be in [0, 1), got {min_improvement!r}")
+
+
+def pad3(points: np.ndarray) -> np.ndarray:
+    """2D points (..., 2) embedded at z = 0; 3D points returned as they are."""
+    if points.shape[-1] == 3:
+        return points
+    return np.concatenate([points, np.zeros(points.shape[:-1] + (1,))], axis=-1)
+
+
+def solve_chain(
+    joints: object,
+    target: object,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    pole: object = None,
+    limits: ChainLimits | Sequence[Limit] | None = None,
+    min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+) -> SolveResult:
+    """Solve one chain with FABRIK.
+
+    Parameters
+    ----------
+    joints : array_like, shape (N+1, D)
+        Start pose, D = 2 or 3, N >= 1 bones; ``joints[0]`` is the fixed root. Bone lengths are the
+        distances between consecutive joints. Never mutated.
+    target : array_like, shape (D,)
+    tolerance : float
+        Stop once the tip is this close to the target (scene units).
+    max_iterations : int
+        Upper bound on backward-forward passes (>= 1).
+    pole : array_like, shape (D,), optional
+        Interior joints turn toward it about the line through their neighbours. Without a pole the
+        chain keeps the bend plane of its start pose.
+    limits : ChainLimits or sequence of ConeLimit/HingeLimit/None (length N), optional
+        Joint limits, honoured in every root-to-tip pass; the returned pose never violates them.
+    min_improvement : float
+        Stall rule: stop after ``STALL_PATIENCE`` iterations in a row that each improve the error by less
+        than this fraction.
+
+    Returns
+    -------
+    SolveResult
+        ``joints`` of shape (N+1, D); the best pose seen when the target was not reached.
+    """
+    start = check_joints(joints)
+    dim = start.shape[1]
+    tgt = pad3(check_points(target, (dim,), "target"))
+    pole3 = None if pole is None else pad3(check_points(pole, (dim,), "pole"))
+    check_settings(tolerance, max_iterations, min_improvement)
+    start3 = pad3(start)
+    lengths = bone_lengths(start3)
+    resolved = None if limits is None else resolve_limits(limits, start3)
+    prep = prepare(start3[None], tgt[None], None if pole3 is None else pole3[None], lengths[None])
+    out, error, iterations = run_fabrik(
+        prep.joints[0], tgt, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]),
+        tolerance, int(max_iterations), min_improvement, resolved,
+    )
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+
+
+def run_fabrik(
+    joints: np.ndarray,
+    target: np.ndarray,
+    pole: np.ndarray | None,
+    dirs: np.ndarray,
+    lengths: np.ndarray,
+    unreachable: bool,
+    tolerance: float,
+    max_iterations: int,
+    min_improvement: float,
+    limits: ResolvedLimits | None,
+) -> tuple[np.ndarray, float, int]:
+    """The iteration loop on a prepared 3D chain; returns (joints, error, iterations)."""
+    n = len(lengths)
+    total = float(lengths.sum())
+    rx, ry, rz = (float(c) for c in joints[0])
+    tx, ty, tz = (float(c) for c in target)
+    if unreachable and limits is None:
+        dist = math.dist(joints[0], target)
+        return straight_toward(joints[0], target, lengths), dist - total, 0
+
+    xs, ys, zs = joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist()
+    L = lengths.tolist()
+    ux, uy, uz = dirs[:, 0].tolist(), dirs[:, 1].tolist(), dirs[:, 2].tolist()
+    tiny = EPS * total
+    error = math.sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
+    if error <= tolerance and pole is None and limits is None:
+        return joints, error, 0
+
+    best: tuple[list[float], list[float], list[float]] | None = None
+    best_error = math.inf
+    previous = error
+    stalled = 0
+    iterations = 0
+    for iterations in range(1, max_iterations + 1):  # noqa: B007 (the count is returned)
+        # Tip to root: pin the tip on the target, pull each joint along toward its child.
+        xs[n], ys[n], zs[n] = tx, ty, tz
+        for i in range(n - 1, -1, -1):
+            dx, dy, dz = xs[i] - xs[i + 1], ys[i] - ys[i + 1], zs[i] - zs[i + 1]
+            d = math.sqrt(dx * dx + dy * dy + dz * dz)
+            if d > tiny:
+                r = L[i] / d
+                xs[i], ys[i], zs[i] = xs[i + 1] + dx * r, ys[i + 1] + dy * r, zs[i + 1] + dz * r
+            else:
+                xs[i], ys[i], zs[i] = xs[i + 1] - ux[i] * L[i], ys[i + 1] - uy[i] * L[i], zs[i + 1] - uz[i] * L[i]
+        # With limits the pole turns joints before the limited pass, so the pose it returns keeps
+        # every limit; without, it turns them last, so the returned pose bends exactly to the pole.
+        if pole is not None and limits is not None:
+            turn_toward_pole(xs, ys, zs, pole, tiny)
+        # Root to tip: pin the root back, pull each joint toward its parent.
+        xs[0], ys[0], zs[0] = rx, ry, rz
+        if limits is None:
+            for i in range(n):
+                dx, dy, dz = xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]
+                d = math.sqrt(dx * dx + dy * dy + dz * dz)
+                if d > tiny:
+                    r = L[i] / d
+                    xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + dx * r, ys[i] + dy * r, zs[i] + dz * r
+                else:
+                    xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + ux[i] * L[i], ys[i] + uy[i] * L[i], zs[i] + uz[i] * L[i]
+            if pole is not None:
+                turn_toward_pole(xs, ys, zs, pole, tiny)
+        else:
+            forward_limited(xs, ys, zs, L, dirs, limits, tiny)
+        error = math.sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
+        if error < best_error:
+            best_error, best = error, (xs[:], ys[:], zs[:])
+        stalled = stalled + 1 if previous - error < min_improvement * previous else 0
+        if error <= tolerance or stalled >= STALL_PATIENCE:
+            break
+        previous = error
+    assert best is not None
+    return np.array(best).T, best_error, iterations
+
+
+def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np.ndarray, tiny: float) -> None:
+    """Bend the chain toward the pole without changing any length, the root or the tip.
+
+    First each interior joint swings about the line through its neighbours to the pole's side (seed
+    002's control-object method). Swings done one after another can leave an S-shape, so then all
+    interior joints roll together, rigidly, about the root-tip line until the chain's mean bend faces
+    the pole.
+    """
+    px, py, pz = (float(c) for c in pole)
+    n = len(xs) - 1
+    for i in range(1, n):
+        ax, ay, az = xs[i - 1], ys[i - 1], zs[i - 1]
+        kx, ky, kz = xs[i + 1] - ax, ys[i + 1] - ay, zs[i + 1] - az
+        k2 = kx * kx + ky * ky + kz * kz
+        if k2 <= tiny * tiny:
+            continue
+        vx, vy, vz = xs[i] - ax, ys[i] - ay, zs[i] - az
+        wx, wy, wz = px - ax, py - ay, pz - az
+        tv = (vx * kx + vy * ky + vz * kz) / k2
+        tw = (wx * kx + wy * ky + wz * kz) / k2
+        vx, vy, vz = vx - tv * kx, vy - tv * ky, vz - tv * kz
+        wx, wy, wz = wx - tw * kx, wy - tw * ky, wz - tw * kz
+        v = math.sqrt(vx * vx + vy * vy + vz * vz)
+        w = math.sqrt(wx * wx + wy * wy + wz * wz)
+        if v <= tiny or w <= tiny:
+            continue
+        s = v / w
+        xs[i], ys[i], zs[i] = ax + tv * kx + wx * s, ay + tv * ky + wy * s, az + tv * kz + wz * s
+    if n < 3:
+        return
+    # Rigid roll about the root-tip axis k: the angle from the mean bend m to the pole direction w.
+    ax, ay, az = xs[0], ys[0], zs[0]
+    kx, ky, kz = xs[n] - ax, ys[n] - ay, zs[n] - az
+    k = math.sqrt(kx * kx + ky * ky + kz * kz)
+    if k <= tiny:
+        return
+    kx, ky, kz = kx / k, ky / k, kz / k
+    mx = sum(xs[1:n]) / (n - 1) - ax
+    my = sum(ys[1:n]) / (n - 1) - ay
+    mz = sum(zs[1:n]) / (n - 1) - az
+    wx, wy, wz = px - ax, py - ay, pz - az
+    t = mx * kx + my * ky + mz * kz
+    mx, my, mz = mx - t * kx, my - t * ky, mz - t * kz
+    t = wx * kx + wy * ky + wz * kz
+    wx, wy, wz = wx - t * kx, wy - t * ky, wz - t * kz
+    m = math.sqrt(mx * mx + my * my + mz * mz)
+    w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if m <= tiny or w <= tiny:
+        return
+    c = (mx * wx + my * wy + mz * wz) / (m * w)
+    s = (kx * (my * wz - mz * wy) + ky * (mz * wx - mx * wz) + kz * (mx * wy - my * wx)) / (m * w)
+    for i in range(1, n):
+        # Rodrigues' rotation of the joint's offset from the root about unit axis k by (c, s).
+        vx, vy, vz = xs[i] - ax, ys[i] - ay, zs[i] - az
+        t = (vx * kx + vy * ky + vz * kz) * (1.0 - c)
+        cx, cy, cz = ky * vz - kz * vy, kz * vx - kx * vz, kx * vy - ky * vx
+        xs[i] = ax + vx * c + cx * s + kx * t
+        ys[i] = ay + vy * c + cy * s + ky * t
+        zs[i] = az + vz * c + cz * s + kz * t
+
+
+def forward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[float], dirs: np.ndarray,
+                    limits: ResolvedLimits, tiny: float) -> None:
+    """Root-to-tip pass that keeps every bone inside its limit, carrying bone frames along."""
+    parent = limits.base_frame
+    for i in range(len(L)):
+        d = np.array([xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]])
+        norm = math.sqrt(float(d @ d))
+        d = d / norm if norm > tiny else dirs[i]
+        d = limits.constrain(parent, i, d)
+        step = d * L[i]
+        xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + float(step[0]), ys[i] + float(step[1]), zs[i] + float(step[2])
+        parent = limits.bone_frame(i, d)

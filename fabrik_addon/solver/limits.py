@@ -1,0 +1,240 @@
+"""Joint limits: four-angle elliptical cones and hinges, and the bone frames they are measured in.
+
+A bone's local frame has X to the right, Y along the bone and Z up (Blender's bone axes). A limit is
+measured in the *limit frame* of the bone: its parent's current frame turned by the bone's rest offset,
+so the rest pose has zero deflection.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rotations import matrix_from_two_vectors, parallel_transport_frames
+
+_TWO_PI = 2.0 * math.pi
+_SAMPLES = 256
+_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
+
+
+def _check_angle(value: float, name: str, low: float, high: float) -> float:
+    value = float(value)
+    if not math.isfinite(value) or not low <= value <= high:
+        raise ValueError(f"{name} must be a finite angle in [{low:.6g}, {high:.6g}] radians, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConeLimit:
+    """Elliptical cone from four angles (radians, each in [0, pi]).
+
+    With deflection ``theta`` from the local +Y axis and azimuth ``phi`` measured from +X toward +Z, a
+    direction is inside when ``(theta*cos(phi)/a)**2 + (theta*sin(phi)/b)**2 <= 1``, where ``a`` is
+    ``right`` for +X and ``left`` for -X, and ``b`` is ``up`` for +Z and ``down`` for -Z.
+    """
+
+    left: float
+    right: float
+    up: float
+    down: float
+
+    def __post_init__(self) -> None:
+        for name in ("left", "right", "up", "down"):
+            _check_angle(getattr(self, name), f"ConeLimit.{name}", 0.0, math.pi)
+
+    def excess(self, local: np.ndarray) -> float:
+        """How far outside the cone a local unit direction is, as the ellipse value minus 1 (<= 0 inside)."""
+        x, y, z = (float(c) for c in local)
+        theta = math.atan2(math.hypot(x, z), y)
+        if theta == 0.0:
+            return -1.0
+        u = theta * x / math.hypot(x, z)
+        v = theta * z / math.hypot(x, z)
+        a = self.right if u >= 0.0 else self.left
+        b = self.up if v >= 0.0 else self.down
+        return _ratio2(u, a) + _ratio2(v, b) - 1.0
+
+    def boundary(self, s: np.ndarray) -> np.ndarray:
+        """Local unit directions on the cone's rim at ellipse parameters ``s`` (shape (K,)) -> (K, 3)."""
+        c, sn = np.cos(s), np.sin(s)
+        u = np.where(c >= 0.0, self.right, self.left) * c
+        v = np.where(sn >= 0.0, self.up, self.down) * sn
+        theta = np.hypot(u, v)
+        scale = np.where(theta > 0.0, np.sin(theta) / np.where(theta > 0.0, theta, 1.0), 0.0)
+        return np.stack([u * scale, np.cos(theta), v * scale], axis=-1)
+
+    def project(self, local: np.ndarray) -> np.ndarray:
+        """The nearest direction (by angle) inside the cone to local unit direction ``local``."""
+        if self.excess(local) <= 0.0:
+            return local
+        # The rim is a closed curve: sample it, then refine the best sample by golden-section search
+        # on the cosine of the angle to the rim, which is smooth between samples.
+        s = np.linspace(0.0, _TWO_PI, _SAMPLES, endpoint=False)
+        k = int(np.argmax(self.boundary(s) @ local))
+        step = _TWO_PI / _SAMPLES
+        lo, hi = s[k] - step, s[k] + step
+        for _ in range(40):
+            m1 = hi - _GOLDEN * (hi - lo)
+            m2 = lo + _GOLDEN * (hi - lo)
+            f1, f2 = self.boundary(np.array([m1, m2])) @ local
+            if f1 < f2:
+                lo = m1
+            else:
+                hi = m2
+        return self.boundary(np.array([0.5 * (lo + hi)]))[0]
+
+
+def _ratio2(value: float, semi_axis: float) -> float:
+    if value == 0.0:
+        return 0.0
+    if semi_axis <= 0.0:
+        return math.inf
+    return (value / semi_axis) ** 2
+
+
+@dataclass(frozen=True)
+class HingeLimit:
+    """Rotation about the local X axis only, by an angle in ``[min_angle, max_angle]`` (right-hand rule)."""
+
+    min_angle: float
+    max_angle: float
+
+    def __post_init__(self) -> None:
+        _check_angle(self.min_angle, "HingeLimit.min_angle", -math.pi, math.pi)
+        _check_angle(self.max_angle, "HingeLimit.max_angle", -math.pi, math.pi)
+        if self.min_angle > self.max_angle:
+            raise ValueError(f"HingeLimit.min_angle {self.min_angle} is greater than max_angle {self.max_angle}")
+
+    def angle(self, local: np.ndarray) -> float:
+        # Rotating +Y about +X by alpha gives (0, cos(alpha), sin(alpha)).
+        return math.atan2(float(local[2]), float(local[1]))
+
+    def excess(self, local: np.ndarray) -> float:
+        """Radians outside the hinge: sideways tilt off the hinge plane or beyond the angle range."""
+        x = float(local[0])
+        tilt = math.asin(max(-1.0, min(1.0, abs(x))))
+        alpha = self.angle(local)
+        beyond = max(self.min_angle - alpha, alpha - self.max_angle, 0.0)
+        return max(tilt, beyond) if (tilt > 0.0 or beyond > 0.0) else -1.0
+
+    def project(self, local: np.ndarray) -> np.ndarray:
+        """Nearest direction on the hinge's arc to local unit direction ``local``."""
+        y, z = float(local[1]), float(local[2])
+        alpha = math.atan2(z, y) if (y != 0.0 or z != 0.0) else 0.0
+        if not self.min_angle <= alpha <= self.max_angle:
+            to_min = abs(math.remainder(alpha - self.min_angle, _TWO_PI))
+            to_max = abs(math.remainder(alpha - self.max_angle, _TWO_PI))
+            alpha = self.min_angle if to_min <= to_max else self.max_angle
+        return np.array([0.0, math.cos(alpha), math.sin(alpha)])
+
+
+Limit = ConeLimit | HingeLimit | None
+
+
+@dataclass(frozen=True)
+class ChainLimits:
+    """Per-bone limits of one chain with the frames they are measured in.
+
+    Parameters
+    ----------
+    limits : sequence of ConeLimit, HingeLimit or None, length N
+    frames : ndarray, shape (N, 3, 3), optional
+        Each bone's frame (columns X, Y along the bone, Z) in the start pose. Default: parallel
+        transport frames of the start pose.
+    rest_offsets : ndarray, shape (N, 3, 3), optional
+        Each bone's rest rotation relative to its parent's frame (bone 0: relative to ``base_frame``).
+        Default: the start pose is the rest pose.
+    base_frame : ndarray, shape (3, 3), optional
+        Current frame of the chain root's parent (fixed during the solve). Default: bone 0's start frame
+        turned back by its rest offset, i.e. bone 0 starts at rest.
+    """
+
+    limits: Sequence[Limit]
+    frames: np.ndarray | None = None
+    rest_offsets: np.ndarray | None = None
+    base_frame: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
+class ResolvedLimits:
+    """:class:`ChainLimits` checked against a chain, with every default filled in."""
+
+    limits: tuple[Limit, ...]
+    frames: np.ndarray
+    start_dirs: np.ndarray
+    rest_offsets: np.ndarray
+    base_frame: np.ndarray
+
+    def limit_frame(self, parent_frame: np.ndarray, bone: int) -> np.ndarray:
+        return parent_frame @ self.rest_offsets[bone]
+
+    def bone_frame(self, bone: int, direction: np.ndarray) -> np.ndarray:
+        """Frame of ``bone`` pointing along ``direction``: its start frame turned by the minimal rotation."""
+        start = self.frames[bone]
+        return matrix_from_two_vectors(self.start_dirs[bone], direction, fallback_axis=start[:, 0]) @ start
+
+    def constrain(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray) -> np.ndarray:
+        limit = self.limits[bone]
+        if limit is None:
+            return direction
+        frame = self.limit_frame(parent_frame, bone)
+        return frame @ limit.project(frame.T @ direction)
+
+    def violations(self, joints: np.ndarray) -> np.ndarray:
+        """Per-bone excess of a pose ``(N+1, 3)`` over its limits (<= 0 means within)."""
+        out = np.full(len(self.limits), -1.0)
+        parent = self.base_frame
+        for i, limit in enumerate(self.limits):
+            d = joints[i + 1] - joints[i]
+            d = d / np.linalg.norm(d)
+            if limit is not None:
+                out[i] = limit.excess(self.limit_frame(parent, i).T @ d)
+            parent = self.bone_frame(i, d)
+        return out
+
+
+def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray) -> ResolvedLimits:
+    """Check ``limits`` against a ``(N+1, 3)`` start pose and fill in the defaults."""
+    spec = limits if isinstance(limits, ChainLimits) else ChainLimits(list(limits))
+    n = len(joints) - 1
+    items = tuple(spec.limits)
+    if len(items) != n:
+        raise ValueError(f"limits must give one entry per bone ({n}), got {len(items)}")
+    for i, item in enumerate(items):
+        if item is not None and not isinstance(item, ConeLimit | HingeLimit):
+            raise ValueError(f"limits[{i}] must be ConeLimit, HingeLimit or None, got {type(item).__name__}")
+    dirs = np.diff(joints, axis=0)
+    dirs /= np.linalg.norm(dirs, axis=1)[:, None]
+    if spec.frames is None:
+        frames = parallel_transport_frames(joints)
+    else:
+        frames = _check_frames(spec.frames, (n, 3, 3), "limits.frames")
+        off = np.abs(np.einsum("ij,ij->i", frames[:, :, 1], dirs) - 1.0)
+        if off.max() > 1e-4:
+            raise ValueError(f"limits.frames: the Y axis of frame {int(off.argmax())} does not follow its bone")
+    if spec.rest_offsets is None:
+        offsets = np.empty((n, 3, 3))
+        offsets[0] = np.eye(3)
+        offsets[1:] = np.swapaxes(frames[:-1], 1, 2) @ frames[1:]
+    else:
+        offsets = _check_frames(spec.rest_offsets, (n, 3, 3), "limits.rest_offsets")
+    if spec.base_frame is None:
+        base = frames[0] @ offsets[0].T
+    else:
+        base = _check_frames(spec.base_frame, (3, 3), "limits.base_frame")
+    return ResolvedLimits(items, frames, dirs, offsets, base)
+
+
+def _check_frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:
+    arr = np.array(value, dtype=np.float64)
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {arr.shape}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"{name} contains NaN or infinity")
+    eye = np.swapaxes(arr, -1, -2) @ arr
+    if np.abs(eye - np.eye(3)).max() > 1e-4:
+        raise ValueError(f"{name} must hold rotation matrices (orthonormal columns)")
+    return arr

@@ -1,0 +1,93 @@
+"""Set-up shared by the single-chain and batched FABRIK loops, vectorised over chains.
+
+Both loops call :func:`prepare` so that the cases decided before iterating (unreachable targets,
+collinear starts) are decided identically.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .rotations import perpendicular
+
+# Relative size below which a distance or offset counts as zero.
+EPS = 1e-9
+# Deflection (radians) of the first bone when a straight chain must be given a bend to start from.
+PRE_BEND = 0.25
+
+
+@dataclass
+class Prepared:
+    """Start state for ``C`` chains of ``N`` bones.
+
+    Attributes
+    ----------
+    joints : ndarray, shape (C, N+1, 3)
+        Start pose (a copy), with a small bend added where chain and target were collinear.
+    lengths : ndarray, shape (C, N)
+    totals : ndarray, shape (C,)
+    dirs : ndarray, shape (C, N, 3)
+        Unit bone directions of the start pose: the fallback when two joints meet mid-solve.
+    unreachable : ndarray of bool, shape (C,)
+        Target at or beyond the chain's full length.
+    """
+
+    joints: np.ndarray
+    lengths: np.ndarray
+    totals: np.ndarray
+    dirs: np.ndarray
+    unreachable: np.ndarray
+
+
+def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray) -> Prepared:
+    """Build the start state; ``joints (C, N+1, 3)``, ``targets (C, 3)``, ``poles (C, 3)`` or None."""
+    joints = joints.copy()
+    totals = lengths.sum(axis=1)
+    root = joints[:, 0]
+    rel = targets - root
+    dist = np.linalg.norm(rel, axis=1)
+    unreachable = dist >= totals
+    if lengths.shape[1] >= 2:
+        _bend_collinear(joints, rel, dist, poles, lengths, totals, ~unreachable)
+    dirs = np.diff(joints, axis=1) / lengths[:, :, None]
+    return Prepared(joints, lengths, totals, dirs, unreachable)
+
+
+def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles: np.ndarray | None,
+                    lengths: np.ndarray, totals: np.ndarray, candidates: np.ndarray) -> None:
+    """Give a small bend to straight chains whose target lies on their axis.
+
+    FABRIK only ever moves joints along lines through their old positions, so a chain and target on
+    one line would stay on it and could not fold to a nearer target. The bend goes toward the pole
+    when there is one off the axis, else along a deterministic perpendicular.
+    """
+    root = joints[:, 0]
+    axis = joints[:, -1] - root
+    axis_len = np.linalg.norm(axis, axis=1)
+    straight = axis_len >= totals * (1.0 - EPS)
+    u = axis / np.maximum(axis_len, EPS)[:, None]
+    off_axis = np.linalg.norm(rel - (rel * u).sum(1)[:, None] * u, axis=1)
+    need = candidates & straight & (off_axis <= EPS * totals)
+    if not need.any():
+        return
+    n = lengths.shape[1]
+    betas = PRE_BEND * (1.0 - 2.0 * np.arange(n) / (n - 1))
+    for c in np.flatnonzero(need):
+        side = None
+        if poles is not None:
+            w = poles[c] - root[c]
+            w_perp = w - (w @ u[c]) * u[c]
+            if np.linalg.norm(w_perp) > EPS * totals[c]:
+                side = w_perp / np.linalg.norm(w_perp)
+        if side is None:
+            side = perpendicular(u[c])
+        steps = lengths[c][:, None] * (np.cos(betas)[:, None] * u[c] + np.sin(betas)[:, None] * side)
+        joints[c, 1:] = root[c] + np.cumsum(steps, axis=0)
+
+
+def straight_toward(root: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Joints ``(N+1, 3)`` of a chain laid straight from ``root`` toward ``target`` (which is not at root)."""
+    u = (target - root) / np.linalg.norm(target - root)
+    return np.vstack([root, root + np.cumsum(lengths)[:, None] * u])

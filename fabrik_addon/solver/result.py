@@ -1,0 +1,58 @@
+"""Result types shared by every solver."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SolveResult:
+    """Outcome of one solve.
+
+    Attributes
+    ----------
+    joints : ndarray, shape (N+1, D)
+        Solved joint positions (a new array; the input is never mutated).
+    error : float
+        Distance from the tip (last joint) to the target.
+    iterations : int
+        Passes used (0 when the start pose already satisfied the request).
+    reached : bool
+        ``error <= tolerance``.
+    """
+
+    joints: np.ndarray
+    error: float
+    iterations: int
+    reached: bool
+
+
+@dataclass(frozen=True)
+class ChainResults:
+    """Outcome of a batched solve, one row per chain.
+
+    Attributes
+    ----------
+    joints : ndarray, shape (C, N+1, 3)
+    error : ndarray, shape (C,)
+    iterations : ndarray of int, shape (C,)
+    reached : ndarray of bool, shape (C,)
+    """
+
+    joints: np.ndarray
+    error: np.ndarray
+    iterations: np.ndarray
+    reached: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.error)
+
+    def __getitem__(self, index: int) -> SolveResult:
+        return SolveResult(
+            joints=self.joints[index],
+            error=float(self.error[index]),
+            iterations=int(self.iterations[index]),
+            reached=bool(self.reached[index]),
+        )

@@ -1,0 +1,118 @@
+"""Small rotation helpers (3x3 matrices, wxyz quaternions), numpy only."""
+
+from __future__ import annotations
+
+import numpy as np
+
+_TINY = 1e-12
+
+
+def matrix_from_two_vectors(a: np.ndarray, b: np.ndarray, fallback_axis: np.ndarray | None = None) -> np.ndarray:
+    """Minimal rotation taking unit vector ``a`` onto unit vector ``b``.
+
+    Parameters
+    ----------
+    a, b : ndarray, shape (3,)
+        Unit vectors.
+    fallback_axis : ndarray, shape (3,), optional
+        Axis (perpendicular to ``a``) for the half turn when ``b`` is opposite ``a``; a deterministic
+        perpendicular is used when omitted.
+
+    Returns
+    -------
+    ndarray, shape (3, 3)
+    """
+    v = np.cross(a, b)
+    c = float(a @ b)
+    if c < -1.0 + 1e-12:
+        axis = perpendicular(a) if fallback_axis is None else fallback_axis / np.linalg.norm(fallback_axis)
+        return 2.0 * np.outer(axis, axis) - np.eye(3)
+    vx = np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
+    return np.eye(3) + vx + vx @ vx / (1.0 + c)
+
+
+def matrices_from_two_vectors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Batched :func:`matrix_from_two_vectors` for ``(K, 3)`` unit vectors; returns ``(K, 3, 3)``."""
+    v = np.cross(a, b)
+    c = np.einsum("ij,ij->i", a, b)
+    opposite = c < -1.0 + 1e-12
+    k = np.zeros((len(a), 3, 3))
+    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
+    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
+    denom = np.where(opposite, 1.0, 1.0 + c)
+    out = np.eye(3) + k + (k @ k) / denom[:, None, None]
+    if opposite.any():
+        for i in np.flatnonzero(opposite):
+            out[i] = matrix_from_two_vectors(a[i], b[i])
+    return out
+
+
+def perpendicular(u: np.ndarray) -> np.ndarray:
+    """A deterministic unit vector perpendicular to unit ``u``, kept in the XY plane when ``u`` is.
+
+    Crosses ``u`` with the world axis it is least aligned with, preferring Z on ties so that a 2D
+    chain (Z = 0) bends within its plane.
+    """
+    order = (2, 0, 1)
+    k = order[int(np.argmin(np.abs(u[list(order)])))]
+    e = np.zeros(3)
+    e[k] = 1.0
+    p = np.cross(u, e)
+    return p / np.linalg.norm(p)
+
+
+def parallel_transport_frames(joints: np.ndarray) -> np.ndarray:
+    """Bone frames for a pose with no roll information.
+
+    Bone 0 takes the minimal rotation of the identity from +Y onto its direction; each later bone takes
+    its parent's frame turned by the minimal rotation between the two directions (no added twist).
+    Columns are the local X, Y (along the bone) and Z axes, as in Blender.
+
+    Parameters
+    ----------
+    joints : ndarray, shape (N+1, 3)
+
+    Returns
+    -------
+    ndarray, shape (N, 3, 3)
+    """
+    dirs = np.diff(joints, axis=0)
+    dirs /= np.linalg.norm(dirs, axis=1)[:, None]
+    frames = np.empty((len(dirs), 3, 3))
+    frame = np.eye(3)
+    prev = np.array([0.0, 1.0, 0.0])
+    for i, d in enumerate(dirs):
+        frame = matrix_from_two_vectors(prev, d, fallback_axis=frame[:, 0]) @ frame
+        frames[i] = frame
+        prev = d
+    return frames
+
+
+def quaternion_from_matrix(m: np.ndarray) -> np.ndarray:
+    """wxyz unit quaternion(s) of rotation matrix(es) ``(..., 3, 3)``; returns ``(..., 4)`` with w >= 0."""
+    m = np.asarray(m, dtype=np.float64)
+    t = np.stack(
+        [
+            1.0 + m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2],
+            1.0 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
+            1.0 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2],
+            1.0 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2],
+        ],
+        axis=-1,
+    )
+    # Build from the largest diagonal term for numerical stability.
+    k = np.argmax(t, axis=-1)
+    s = np.sqrt(np.maximum(np.take_along_axis(t, k[..., None], -1)[..., 0], _TINY)) * 2.0
+    cand = [
+        np.stack([s / 4, (m[..., 2, 1] - m[..., 1, 2]) / s, (m[..., 0, 2] - m[..., 2, 0]) / s,
+                  (m[..., 1, 0] - m[..., 0, 1]) / s], -1),
+        np.stack([(m[..., 2, 1] - m[..., 1, 2]) / s, s / 4, (m[..., 0, 1] + m[..., 1, 0]) / s,
+                  (m[..., 0, 2] + m[..., 2, 0]) / s], -1),
+        np.stack([(m[..., 0, 2] - m[..., 2, 0]) / s, (m[..., 0, 1] + m[..., 1, 0]) / s, s / 4,
+                  (m[..., 1, 2] + m[..., 2, 1]) / s], -1),
+        np.stack([(m[..., 1, 0] - m[..., 0, 1]) / s, (m[..., 0, 2] + m[..., 2, 0]) / s,
+                  (m[..., 1, 2] + m[..., 2, 1]) / s, s / 4], -1),
+    ]
+    q = np.choose(k[..., None], cand)
+    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    return np.where(q[..., :1] < 0.0, -q, q)

@@ -1,0 +1,122 @@
+"""Analytic two-bone IK (law of cosines) with pole or rolled bend plane."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .checks import bone_lengths, check_joints, check_points
+from .fabrik import DEFAULT_MAX_ITERATIONS, DEFAULT_MIN_IMPROVEMENT, DEFAULT_TOLERANCE, pad3, run_fabrik
+from .limits import ChainLimits, Limit, resolve_limits
+from .prepare import EPS
+from .result import SolveResult
+from .rotations import matrix_from_two_vectors, perpendicular
+
+# Limits count as met when exceeded by no more than this (ellipse value or radians).
+LIMIT_SLACK = 1e-9
+
+
+def solve_two_bone(
+    joints: object,
+    target: object,
+    *,
+    pole: object = None,
+    tolerance: float = DEFAULT_TOLERANCE,
+    limits: ChainLimits | Sequence[Limit] | None = None,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+) -> SolveResult:
+    """Place a two-bone chain analytically.
+
+    Parameters
+    ----------
+    joints : array_like, shape (3, D)
+        Root, middle joint (elbow/knee) and tip of the start pose, D = 2 or 3. Never mutated.
+    target : array_like, shape (D,)
+    pole : array_like, shape (D,), optional
+        The middle joint lies in the plane (root, target, pole), on the pole's side. Without a pole the
+        start pose's bend plane is rolled by the minimal rotation that aims the chain at the target,
+        so the bend does not flip as the target sweeps.
+    tolerance : float
+        ``reached`` is ``error <= tolerance``.
+    limits : ChainLimits or sequence of two ConeLimit/HingeLimit/None, optional
+        When the analytic pose breaks a limit, limited FABRIK continues from it (up to
+        ``max_iterations``); the returned pose never breaks a limit.
+
+    Returns
+    -------
+    SolveResult
+        Too far: the chain lies straight toward the target. Too near (closer than
+        ``|l1 - l2|``): fully folded toward the target. Both with ``reached`` False unless within
+        tolerance.
+    """
+    start = check_joints(joints)
+    if start.shape[0] != 3:
+        raise ValueError(f"solve_two_bone needs joints of shape (3, D), got {start.shape}")
+    dim = start.shape[1]
+    tgt = pad3(check_points(target, (dim,), "target"))
+    pole3 = None if pole is None else pad3(check_points(pole, (dim,), "pole"))
+    if not (math.isfinite(tolerance) and tolerance >= 0.0):
+        raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+    start3 = pad3(start)
+    lengths = bone_lengths(start3)
+    out = two_bone_pose(start3, tgt, pole3, float(lengths[0]), float(lengths[1]))
+    error = float(np.linalg.norm(out[2] - tgt))
+    iterations = 1
+    if limits is not None:
+        resolved = resolve_limits(limits, start3)
+        if resolved.violations(out).max() > LIMIT_SLACK:
+            dirs = np.diff(start3, axis=0) / lengths[:, None]
+            out, error, extra = run_fabrik(out, tgt, pole3, dirs, lengths, False, tolerance, max_iterations,
+                                           DEFAULT_MIN_IMPROVEMENT, resolved)
+            iterations += extra
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+
+
+def two_bone_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | None, l1: float, l2: float) -> np.ndarray:
+    """Joints ``(3, 3)`` of the analytic solution for a 3D start pose ``(3, 3)``."""
+    root = start[0]
+    scale = l1 + l2
+    rel = target - root
+    d = float(np.linalg.norm(rel))
+    aim = start[2] - root
+    if np.linalg.norm(aim) <= EPS * scale:
+        aim = start[1] - root
+    aim = aim / np.linalg.norm(aim)
+    u = rel / d if d > EPS * scale else aim
+    bend = _bend_direction(start, u, aim, pole, scale)
+    if d >= scale:
+        elbow = root + l1 * u
+        tip = root + scale * u
+    elif d <= abs(l1 - l2):
+        # Fully folded: the tip as near the target as the lengths allow, on the target's side.
+        elbow = root + (l1 if l1 >= l2 else -l1) * u
+        tip = root + abs(l1 - l2) * u
+    else:
+        cos_a = (l1 * l1 + d * d - l2 * l2) / (2.0 * l1 * d)
+        cos_a = min(1.0, max(-1.0, cos_a))
+        sin_a = math.sqrt(1.0 - cos_a * cos_a)
+        elbow = root + l1 * (cos_a * u + sin_a * bend)
+        tip = target.copy()
+    return np.vstack([root, elbow, tip])
+
+
+def _bend_direction(
+    start: np.ndarray, u: np.ndarray, aim: np.ndarray, pole: np.ndarray | None, scale: float
+) -> np.ndarray:
+    """Unit vector perpendicular to ``u`` on the side the middle joint should go."""
+    root = start[0]
+    if pole is not None:
+        w = pole - root
+        w = w - (w @ u) * u
+        if np.linalg.norm(w) > EPS * scale:
+            return w / np.linalg.norm(w)
+    e = start[1] - root
+    e = e - (e @ aim) * aim
+    if np.linalg.norm(e) > EPS * scale:
+        rolled = matrix_from_two_vectors(aim, u) @ (e / np.linalg.norm(e))
+        rolled = rolled - (rolled @ u) * u
+        if np.linalg.norm(rolled) > EPS:
+            return rolled / np.linalg.norm(rolled)
+    return perpendicular(u)
