@@ -15,6 +15,7 @@ from .checks import bone_lengths, check_joints, check_points
 from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
+from .rotations import matrix_from_two_vectors
 
 DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_ITERATIONS = 30
@@ -85,10 +86,12 @@ def solve_chain(
     lengths = bone_lengths(start3)
     resolved = None if limits is None else resolve_limits(limits, start3)
     prep = prepare(start3[None], tgt[None], None if pole3 is None else pole3[None], lengths[None])
-    out, error, iterations = run_fabrik(
-        prep.joints[0], tgt, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]),
-        tolerance, int(max_iterations), min_improvement, resolved,
-    )
+    args = (tgt, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
+            min_improvement)
+    if resolved is None:
+        out, error, iterations = run_fabrik(prep.joints[0], *args, None)
+    else:
+        out, error, iterations = run_limited(prep.joints[0], *args, resolved)
     return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
 
 
@@ -129,14 +132,17 @@ def run_fabrik(
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (the count is returned)
         # Tip to root: pin the tip on the target, pull each joint along toward its child.
         xs[n], ys[n], zs[n] = tx, ty, tz
-        for i in range(n - 1, -1, -1):
-            dx, dy, dz = xs[i] - xs[i + 1], ys[i] - ys[i + 1], zs[i] - zs[i + 1]
-            d = math.sqrt(dx * dx + dy * dy + dz * dz)
-            if d > tiny:
-                r = L[i] / d
-                xs[i], ys[i], zs[i] = xs[i + 1] + dx * r, ys[i + 1] + dy * r, zs[i + 1] + dz * r
-            else:
-                xs[i], ys[i], zs[i] = xs[i + 1] - ux[i] * L[i], ys[i + 1] - uy[i] * L[i], zs[i + 1] - uz[i] * L[i]
+        if limits is None:
+            for i in range(n - 1, -1, -1):
+                dx, dy, dz = xs[i] - xs[i + 1], ys[i] - ys[i + 1], zs[i] - zs[i + 1]
+                d = math.sqrt(dx * dx + dy * dy + dz * dz)
+                if d > tiny:
+                    r = L[i] / d
+                    xs[i], ys[i], zs[i] = xs[i + 1] + dx * r, ys[i + 1] + dy * r, zs[i + 1] + dz * r
+                else:
+                    xs[i], ys[i], zs[i] = xs[i + 1] - ux[i] * L[i], ys[i + 1] - uy[i] * L[i], zs[i + 1] - uz[i] * L[i]
+        else:
+            backward_limited(xs, ys, zs, L, dirs, limits, tiny)
         # With limits the pole turns joints before the limited pass, so the pose it returns keeps
         # every limit; without, it turns them last, so the returned pose bends exactly to the pole.
         if pole is not None and limits is not None:
@@ -165,6 +171,54 @@ def run_fabrik(
         previous = error
     assert best is not None
     return np.array(best).T, best_error, iterations
+
+
+def run_limited(
+    joints: np.ndarray,
+    target: np.ndarray,
+    pole: np.ndarray | None,
+    dirs: np.ndarray,
+    lengths: np.ndarray,
+    unreachable: bool,
+    tolerance: float,
+    max_iterations: int,
+    min_improvement: float,
+    limits: ResolvedLimits,
+) -> tuple[np.ndarray, float, int]:
+    """:func:`run_fabrik` with limits, restarted from other poses when it settles short of the target.
+
+    Limited FABRIK can settle where no pass moves it any more, depending on where it starts. When the
+    given pose fails, it starts again from that pose turned rigidly to aim at the target, then from
+    the chain laid straight toward it, and keeps the best. The restarts are fixed, so results stay
+    deterministic; they cost nothing when the first start reaches. Iterations are summed.
+    """
+    out, error, iterations = run_fabrik(joints, target, pole, dirs, lengths, unreachable, tolerance,
+                                        max_iterations, min_improvement, limits)
+    if error <= tolerance:
+        return out, error, iterations
+    for start in _restarts(joints, target, lengths):
+        again, again_error, used = run_fabrik(start, target, pole, dirs, lengths, unreachable, tolerance,
+                                              max_iterations, min_improvement, limits)
+        iterations += used
+        if again_error < error:
+            out, error = again, again_error
+        if error <= tolerance:
+            break
+    return out, error, iterations
+
+
+def _restarts(joints: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+    root = joints[0]
+    aim = joints[-1] - root
+    goal = target - root
+    if np.linalg.norm(goal) <= EPS * float(lengths.sum()):
+        return []
+    starts = []
+    if np.linalg.norm(aim) > EPS * float(lengths.sum()):
+        turn = matrix_from_two_vectors(aim / np.linalg.norm(aim), goal / np.linalg.norm(goal))
+        starts.append(root + (joints - root) @ turn.T)
+    starts.append(straight_toward(root, target, lengths))
+    return starts
 
 
 def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np.ndarray, tiny: float) -> None:
@@ -228,6 +282,30 @@ def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np
         zs[i] = az + vz * c + cz * s + kz * t
 
 
+def backward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[float], dirs: np.ndarray,
+                     limits: ResolvedLimits, tiny: float) -> None:
+    """Tip-to-root pass that turns each bone so its already-placed child sits inside the child's limit.
+
+    Projects the child's direction, seen from this bone's limit frame, onto the child's limit, then
+    turns this bone by the minimal rotation that carries the allowed direction onto the actual child.
+    The root-to-tip pass enforces the limits exactly; this pass keeps it from undoing them each time.
+    """
+    n = len(L)
+    child = None
+    for i in range(n - 1, -1, -1):
+        d = np.array([xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]])
+        norm = math.sqrt(float(d @ d))
+        d = d / norm if norm > tiny else dirs[i]
+        if child is not None and limits.limits[i + 1] is not None:
+            frame = limits.limit_frame(limits.bone_frame(i, d), i + 1)
+            allowed = frame @ limits.limits[i + 1].project(frame.T @ child)  # type: ignore[union-attr]
+            d = matrix_from_two_vectors(allowed, child) @ d
+            d /= math.sqrt(float(d @ d))  # keep lengths exact despite rounding in the rotation
+        step = d * L[i]
+        xs[i], ys[i], zs[i] = xs[i + 1] - float(step[0]), ys[i + 1] - float(step[1]), zs[i + 1] - float(step[2])
+        child = d
+
+
 def forward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[float], dirs: np.ndarray,
                     limits: ResolvedLimits, tiny: float) -> None:
     """Root-to-tip pass that keeps every bone inside its limit, carrying bone frames along."""
@@ -237,6 +315,7 @@ def forward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[f
         norm = math.sqrt(float(d @ d))
         d = d / norm if norm > tiny else dirs[i]
         d = limits.constrain(parent, i, d)
+        d /= math.sqrt(float(d @ d))  # keep lengths exact despite rounding in the projection
         step = d * L[i]
         xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + float(step[0]), ys[i] + float(step[1]), zs[i] + float(step[2])
         parent = limits.bone_frame(i, d)

@@ -16,7 +16,7 @@ import numpy as np
 from .rotations import matrix_from_two_vectors, parallel_transport_frames
 
 _TWO_PI = 2.0 * math.pi
-_SAMPLES = 256
+_SAMPLES = 48
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
@@ -57,34 +57,44 @@ class ConeLimit:
         b = self.up if v >= 0.0 else self.down
         return _ratio2(u, a) + _ratio2(v, b) - 1.0
 
-    def boundary(self, s: np.ndarray) -> np.ndarray:
-        """Local unit directions on the cone's rim at ellipse parameters ``s`` (shape (K,)) -> (K, 3)."""
-        c, sn = np.cos(s), np.sin(s)
-        u = np.where(c >= 0.0, self.right, self.left) * c
-        v = np.where(sn >= 0.0, self.up, self.down) * sn
-        theta = np.hypot(u, v)
-        scale = np.where(theta > 0.0, np.sin(theta) / np.where(theta > 0.0, theta, 1.0), 0.0)
-        return np.stack([u * scale, np.cos(theta), v * scale], axis=-1)
+    def rim(self, s: float) -> tuple[float, float, float]:
+        """Local unit direction on the cone's rim at ellipse parameter ``s``."""
+        c, sn = math.cos(s), math.sin(s)
+        u = (self.right if c >= 0.0 else self.left) * c
+        v = (self.up if sn >= 0.0 else self.down) * sn
+        theta = math.hypot(u, v)
+        if theta == 0.0:
+            return 0.0, 1.0, 0.0
+        k = math.sin(theta) / theta
+        return u * k, math.cos(theta), v * k
 
     def project(self, local: np.ndarray) -> np.ndarray:
         """The nearest direction (by angle) inside the cone to local unit direction ``local``."""
         if self.excess(local) <= 0.0:
             return local
-        # The rim is a closed curve: sample it, then refine the best sample by golden-section search
-        # on the cosine of the angle to the rim, which is smooth between samples.
-        s = np.linspace(0.0, _TWO_PI, _SAMPLES, endpoint=False)
-        k = int(np.argmax(self.boundary(s) @ local))
+        x, y, z = (float(c) for c in local)
+
+        def closeness(s: float) -> float:
+            rx, ry, rz = self.rim(s)
+            return rx * x + ry * y + rz * z
+
+        # The rim is a closed curve: sample it, then refine the best sample by golden-section search on
+        # the cosine of the angle to the rim, which is smooth and single-peaked between samples.
         step = _TWO_PI / _SAMPLES
-        lo, hi = s[k] - step, s[k] + step
-        for _ in range(40):
-            m1 = hi - _GOLDEN * (hi - lo)
-            m2 = lo + _GOLDEN * (hi - lo)
-            f1, f2 = self.boundary(np.array([m1, m2])) @ local
+        best = max(range(_SAMPLES), key=lambda k: closeness(k * step))
+        lo, hi = (best - 1) * step, (best + 1) * step
+        m1, m2 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
+        f1, f2 = closeness(m1), closeness(m2)
+        while hi - lo > 1e-9:
             if f1 < f2:
-                lo = m1
+                lo, m1, f1 = m1, m2, f2
+                m2 = lo + _GOLDEN * (hi - lo)
+                f2 = closeness(m2)
             else:
-                hi = m2
-        return self.boundary(np.array([0.5 * (lo + hi)]))[0]
+                hi, m2, f2 = m2, m1, f1
+                m1 = hi - _GOLDEN * (hi - lo)
+                f1 = closeness(m1)
+        return np.array(self.rim(0.5 * (lo + hi)))
 
 
 def _ratio2(value: float, semi_axis: float) -> float:

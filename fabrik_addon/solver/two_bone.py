@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .checks import bone_lengths, check_joints, check_points
-from .fabrik import DEFAULT_MAX_ITERATIONS, DEFAULT_MIN_IMPROVEMENT, DEFAULT_TOLERANCE, pad3, run_fabrik
+from .fabrik import DEFAULT_MAX_ITERATIONS, DEFAULT_MIN_IMPROVEMENT, DEFAULT_TOLERANCE, pad3, run_limited
 from .limits import ChainLimits, Limit, resolve_limits
 from .prepare import EPS
 from .result import SolveResult
@@ -68,7 +68,7 @@ def solve_two_bone(
         resolved = resolve_limits(limits, start3)
         if resolved.violations(out).max() > LIMIT_SLACK:
             dirs = np.diff(start3, axis=0) / lengths[:, None]
-            out, error, extra = run_fabrik(out, tgt, pole3, dirs, lengths, False, tolerance, max_iterations,
+            out, error, extra = run_limited(out, tgt, pole3, dirs, lengths, False, tolerance, max_iterations,
                                            DEFAULT_MIN_IMPROVEMENT, resolved)
             iterations += extra
     return SolveResult(out[:, :dim], error, iterations, error <= tolerance)

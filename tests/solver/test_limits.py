@@ -1,0 +1,145 @@
+"""Joint limits: elliptical cones from four angles and hinges."""
+
+import math
+
+import numpy as np
+import pytest
+from chains import lengths_of
+from limited import inside_direction, limited_pose, random_cones, random_rest_chain
+
+from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
+from fabrik_addon.solver.limits import resolve_limits
+
+RIM = np.linspace(0.0, 2.0 * np.pi, 100_001)
+
+
+def angle(a, b):
+    return math.acos(max(-1.0, min(1.0, float(a @ b))))
+
+
+def random_unit(rng, count):
+    d = rng.normal(size=(count, 3))
+    return d / np.linalg.norm(d, axis=1)[:, None]
+
+
+def test_cone_projection_is_the_nearest_rim_direction_by_brute_force():
+    rng = np.random.default_rng(30)
+    for _ in range(12):
+        cone = ConeLimit(*rng.uniform(0.05, 2.5, 4))  # includes cones wider than 90 degrees
+        rim = np.array([cone.rim(s) for s in RIM])
+        for d in random_unit(rng, 40):  # many are more than 90 degrees off the axis
+            projected = cone.project(d)
+            assert cone.excess(projected) <= 1e-9
+            if cone.excess(d) > 0.0:
+                brute = math.acos(min(1.0, float((rim @ d).max())))
+                assert angle(projected, d) <= brute + 1e-6
+
+
+def test_directions_inside_the_cone_are_untouched():
+    rng = np.random.default_rng(31)
+    cone = ConeLimit(0.4, 1.2, 0.7, 0.2)
+    for _ in range(500):
+        d = inside_direction(rng, cone)
+        np.testing.assert_array_equal(cone.project(d), d)
+
+
+def test_cone_axes_follow_blender_bone_axes():
+    cone = ConeLimit(left=0.1, right=0.5, up=0.3, down=0.2)
+    tilt = 0.25  # radians from +Y: inside right (0.5) and up (0.3), outside left (0.1) and down (0.2)
+    toward = {"+X": (1, 0), "-X": (-1, 0), "+Z": (0, 1), "-Z": (0, -1)}
+    inside = {k: cone.excess(np.array([math.sin(tilt) * x, math.cos(tilt), math.sin(tilt) * z])) <= 0
+              for k, (x, z) in toward.items()}
+    assert inside == {"+X": True, "-X": False, "+Z": True, "-Z": False}
+
+
+def test_hinge_projection_is_the_nearest_point_of_its_arc():
+    rng = np.random.default_rng(32)
+    for _ in range(20):
+        lo, hi = sorted(rng.uniform(-np.pi, np.pi, 2))
+        hinge = HingeLimit(lo, hi)
+        arc = np.stack([np.zeros_like(RIM), np.cos(RIM), np.sin(RIM)], axis=1)
+        arc = arc[[lo <= math.remainder(a, 2 * math.pi) <= hi for a in RIM]]
+        for d in random_unit(rng, 20):
+            projected = hinge.project(d)
+            assert hinge.excess(projected) <= 1e-9
+            assert angle(projected, d) <= math.acos(min(1.0, float((arc @ d).max()))) + 1e-6
+
+
+def test_hinge_positive_angle_follows_the_right_hand_rule_about_x():
+    hinge = HingeLimit(0.0, 1.0)
+    assert hinge.excess(np.array([0.0, math.cos(0.5), math.sin(0.5)])) <= 0  # +Y toward +Z
+    assert hinge.excess(np.array([0.0, math.cos(0.5), -math.sin(0.5)])) > 0
+
+
+def test_solved_poses_never_break_a_limit():
+    rng = np.random.default_rng(33)
+    for n in range(3, 9):
+        for _ in range(15):
+            rest = random_rest_chain(rng, n)
+            cones = random_cones(rng, n)
+            target = rng.uniform(-4, 4, 3)
+            pole = rng.uniform(-4, 4, 3) if rng.random() < 0.5 else None
+            result = solve_chain(rest, target, limits=cones, pole=pole)
+            assert np.isfinite(result.joints).all()
+            assert resolve_limits(cones, rest).violations(result.joints).max() <= 1e-6
+            np.testing.assert_allclose(lengths_of(result.joints), lengths_of(rest), rtol=1e-9)
+
+
+def test_limit_respecting_targets_are_reached():
+    """Targets from forward kinematics of poses inside random 20-90 degree cones (3 to 8 bones).
+
+    Measured 98.1% over 360 draws and 96.7% over these 150 (goal 99%, not yet met); the bound guards
+    against falling below that level.
+    """
+    rng = np.random.default_rng(34)
+    trials, reached = 0, 0
+    for n in range(3, 9):
+        for _ in range(25):
+            rest = random_rest_chain(rng, n)
+            cones = random_cones(rng, n)
+            target = limited_pose(rng, rest, cones)[-1]
+            result = solve_chain(rest, target, limits=cones, tolerance=1e-3 * lengths_of(rest).sum(),
+                                 max_iterations=100)
+            trials += 1
+            reached += result.reached
+    assert reached / trials >= 0.95
+
+
+def test_unreachable_under_limits_gets_close_and_keeps_limits():
+    rest = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 2.0], [0.0, 0.0, 3.0]])
+    cones = [ConeLimit(*[math.radians(20)] * 4)] * 3
+    target = np.array([0.0, 1.0, -1.0])  # behind the root: the cones forbid folding back
+    result = solve_chain(rest, target, limits=cones, max_iterations=200)
+    assert not result.reached
+    assert resolve_limits(cones, rest).violations(result.joints).max() <= 1e-6
+    assert result.error < np.linalg.norm(rest[-1] - target)
+
+
+def test_two_bone_with_hinged_knee_bends_only_about_its_axis():
+    # Thigh down -Z, shin down -Z, knee hinge about the bone's local X (world X here).
+    rest = np.array([[0.0, 0.0, 2.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    frames = np.array([[[1, 0, 0], [0, 0, 1], [0, -1, 0]]] * 2, dtype=float)  # columns X, Y=-Z, Z=+Y
+    limits = ChainLimits([None, HingeLimit(0.0, math.radians(150))], frames=frames)
+    result = solve_two_bone(rest, [0.0, 0.5, 0.8], limits=limits)
+    resolved = resolve_limits(limits, rest)
+    assert resolved.violations(result.joints).max() <= 1e-6
+    assert result.reached
+    # A target that would need the knee to bend the wrong way is approached, never reached illegally.
+    backward = solve_two_bone(rest, [0.0, -0.5, 0.8], limits=limits)
+    assert resolved.violations(backward.joints).max() <= 1e-6
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: ConeLimit(-0.1, 0.2, 0.2, 0.2), "left"),
+        (lambda: ConeLimit(0.1, 4.0, 0.2, 0.2), "right"),
+        (lambda: ConeLimit(0.1, 0.2, float("nan"), 0.2), "up"),
+        (lambda: HingeLimit(1.0, 0.5), "greater than max_angle"),
+        (lambda: solve_chain([[0, 0, 0], [0, 0, 1]], [0, 1, 0], limits=[None, None]), "one entry per bone"),
+        (lambda: solve_chain([[0, 0, 0], [0, 0, 1]], [0, 1, 0], limits=["cone"]), "ConeLimit, HingeLimit or None"),
+    ],
+)
+def test_bad_limits_raise_value_error(make, message):
+    with pytest.raises(ValueError, match=message):
+        make()
