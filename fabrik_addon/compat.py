@@ -1,0 +1,42 @@
+"""The one version gate: Blender 4.2-4.3 legacy actions versus 4.4+ slotted (layered) actions."""
+
+from __future__ import annotations
+
+import bpy
+
+SLOTTED_ACTIONS = bpy.app.version >= (4, 4, 0)
+
+
+def animated_fcurves(ob: bpy.types.Object):
+    """F-curves of the action assigned to ``ob`` (for its slot on 4.4+), or an empty tuple."""
+    adt = ob.animation_data
+    if adt is None or adt.action is None:
+        return ()
+    if not SLOTTED_ACTIONS:
+        return adt.action.fcurves
+    from bpy_extras import anim_utils
+
+    channelbag = anim_utils.action_get_channelbag_for_slot(adt.action, adt.action_slot)
+    return () if channelbag is None else channelbag.fcurves
+
+
+def ensure_fcurves(ob: bpy.types.Object):
+    """The writable F-curve collection for ``ob``, creating an action (and slot) when there is none."""
+    adt = ob.animation_data or ob.animation_data_create()
+    if adt.action is None:
+        adt.action = bpy.data.actions.new(f"{ob.name}Action")
+    if not SLOTTED_ACTIONS:
+        return adt.action.fcurves
+    from bpy_extras import anim_utils
+
+    if adt.action_slot is None:
+        slot = anim_utils.action_get_first_suitable_slot(adt.action, 'OBJECT')
+        adt.action_slot = slot if slot is not None else adt.action.slots.new('OBJECT', ob.name)
+    return anim_utils.action_ensure_channelbag_for_slot(adt.action, adt.action_slot).fcurves
+
+
+def new_fcurve(fcurves, data_path: str, index: int, group: str):
+    """Create an F-curve in ``fcurves`` (a legacy action's or a channelbag's) inside ``group``."""
+    if SLOTTED_ACTIONS:
+        return fcurves.new(data_path, index=index, group_name=group)
+    return fcurves.new(data_path, index=index, action_group=group)
