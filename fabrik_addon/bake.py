@@ -59,7 +59,11 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     original_frame = scene.frame_current
     values = {name: [] for name in bones}
     live = np.empty((len(all_frames), len(bones), 2, 3))
-    total_steps = 2 * len(all_frames)
+    # Reduction budgets from a safe bound (a bone turned by an angle moves points by at most angle
+    # times their distance) keep far more keys than the tolerance needs, so the budget grows 4x at a
+    # time while replaying the keys still measures within the tolerance; the x1 bound always does.
+    loosen = [4.0**k for k in range(7)] if reduce_tolerance > 0.0 else [1.0]
+    total_steps = len(all_frames) * (1 + len(loosen))
     try:
         for k, frame in enumerate(all_frames):
             scene.frame_set(frame)
@@ -70,14 +74,19 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
                     values[name].append(adapter.read_rotation(pb))
             if progress:
                 progress(k + 1, total_steps)
-        keys = _write_keys(ob, bones, modes, keyed_frames, values, live, all_frames, reduce_tolerance)
-        with handlers.suspended([ob.name]):
-            baked = np.empty_like(live)
-            for k, frame in enumerate(all_frames):
-                scene.frame_set(frame)
-                baked[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones)
-                if progress:
-                    progress(len(all_frames) + k + 1, total_steps)
+        passed = None
+        for attempt, factor in enumerate(loosen):
+            keys = _write_keys(ob, bones, modes, keyed_frames, values, live, all_frames, reduce_tolerance, factor)
+            baked = _replay(context, ob, bones, all_frames)
+            if progress:
+                progress(len(all_frames) * (2 + attempt), total_steps)
+            if reduce_tolerance <= 0.0 or np.linalg.norm(baked - live, axis=-1).max() > reduce_tolerance:
+                break
+            passed = (factor, keys, baked)
+        if reduce_tolerance > 0.0 and passed is not None and passed[0] != factor:
+            # The looser budget overshot: put back the keys of the last one that measured within.
+            _write_keys(ob, bones, modes, keyed_frames, values, live, all_frames, reduce_tolerance, passed[0])
+            keys, baked = passed[1], passed[2]
     finally:
         if disable_chains:
             for i in chain_indices:
@@ -95,6 +104,16 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
                       chain_errors)
 
 
+def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
+    """Heads and tails of ``bones`` as the keys play them, with this armature's IK paused."""
+    out = np.empty((len(frames), len(bones), 2, 3))
+    with handlers.suspended([ob.name]):
+        for k, frame in enumerate(frames):
+            context.scene.frame_set(frame)
+            out[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones)
+    return out
+
+
 def _heads_and_tails(ob, depsgraph, bones: list[str]) -> np.ndarray:
     ev = ob.evaluated_get(depsgraph)
     world = ev.matrix_world
@@ -102,7 +121,7 @@ def _heads_and_tails(ob, depsgraph, bones: list[str]) -> np.ndarray:
                      for name in bones])
 
 
-def _write_keys(ob, bones, modes, frames, values, live, all_frames, reduce_tolerance) -> int:
+def _write_keys(ob, bones, modes, frames, values, live, all_frames, reduce_tolerance, loosen=1.0) -> int:
     """Replace the keys inside the frame range on each bone's rotation channels; returns keys written."""
     fcurves = compat.ensure_fcurves(ob)
     first, last = all_frames[0], all_frames[-1]
@@ -114,7 +133,7 @@ def _write_keys(ob, bones, modes, frames, values, live, all_frames, reduce_toler
             reach = _reach(live, bones, b)
             # Each bone may spend an equal share of the tolerance; its angle error moves points at most
             # angle * reach, so keys are dropped while every bone stays within its angular share.
-            budget = reduce_tolerance / (len(bones) * max(reach, 1e-9))
+            budget = loosen * reduce_tolerance / (len(bones) * max(reach, 1e-9))
             keep = _reduce(mode, track, budget)
         path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
         for index in range(track.shape[1]):

@@ -11,6 +11,9 @@ from . import adapter, compat
 from .solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
 from .solver.rotations import matrix_from_two_vectors
 
+# Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
+# whose square overflows.
+FAR_AWAY = 1e15
 # Relative tolerance for a uniform, positive armature scale.
 SCALE_TOLERANCE = 1e-5
 ZERO_LENGTH = 1e-9
@@ -128,7 +131,7 @@ def world_point(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
     matrix = adapter.matrix_to_np(ev.matrix_world)
     if target.type == 'ARMATURE' and bone_name:
         matrix = matrix @ adapter.matrix_to_np(ev.pose.bones[bone_name].matrix)
-    if not np.isfinite(matrix).all():
+    if not np.isfinite(matrix).all() or np.abs(matrix[:3, 3]).max() > FAR_AWAY:
         raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
     return matrix
 

@@ -1,0 +1,236 @@
+"""Live solving in real Blender: frames, edits, rotation modes, transforms, poles, limits, files."""
+
+import math
+import random
+
+import bpy
+import numpy as np
+import pytest
+from conftest import world_head, world_tail
+from rigs import add_chain, armature, empty, key_path, straightish_chain
+
+PATH = [(1.0, 0.5, 2.5), (0.5, -1.0, 2.0), (-1.0, 1.0, 3.0), (0.2, 0.3, 1.0), (1.5, 1.5, 1.5)]
+FRAMES = [1, 10, 20, 30, 40]
+
+
+def animated_rig(mode='QUATERNION', bones=4):
+    ob = straightish_chain("Arm", bones)
+    for pb in ob.pose.bones:
+        pb.rotation_mode = mode
+    target = empty("Target", PATH[0])
+    key_path(target, PATH, FRAMES)
+    chain = add_chain(ob, f"b{bones - 1}", bones, target)
+    return ob, target, chain
+
+
+def target_position(target):
+    return np.array(target.evaluated_get(bpy.context.evaluated_depsgraph_get()).matrix_world.translation)
+
+
+def pose_snapshot(ob):
+    return np.array([list(pb.matrix_basis) for pb in ob.pose.bones]).ravel()
+
+
+def test_tip_follows_an_animated_target_in_any_frame_order():
+    ob, target, chain = animated_rig()
+    frames = list(range(1, 41))
+    random.Random(1).shuffle(frames)
+    poses = {}
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
+        assert chain.status == 'REACHED'
+        poses[frame] = pose_snapshot(ob)
+    for frame in sorted(frames) + sorted(frames, reverse=True):
+        bpy.context.scene.frame_set(frame)
+        np.testing.assert_allclose(pose_snapshot(ob), poses[frame], atol=1e-6)
+
+
+def test_moving_the_target_updates_the_pose_without_a_frame_change():
+    ob = straightish_chain("Arm", 3)
+    target = empty("Target", (0.5, 0.5, 2.0))
+    add_chain(ob, "b2", 3, target)
+    bpy.context.view_layer.update()
+    for point in [(1.0, -0.5, 1.5), (-0.3, 0.8, 2.4), (0.0, 0.0, 0.5)]:
+        target.location = point
+        bpy.context.view_layer.update()
+        assert np.linalg.norm(world_tail(ob, "b2") - np.array(point)) < 1e-3
+
+
+@pytest.mark.parametrize("mode", ['QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE'])
+def test_every_rotation_mode_is_written_in_its_own_channels(mode):
+    ob, target, chain = animated_rig(mode)
+    for frame in (10, 30, 40):
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
+    for pb in ob.pose.bones:
+        assert pb.rotation_mode == mode
+        if mode != 'QUATERNION':
+            assert tuple(pb.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
+
+
+def test_moved_rotated_and_uniformly_scaled_armature():
+    ob, target, chain = animated_rig()
+    ob.location = (2.0, -1.0, 0.5)
+    ob.rotation_euler = (0.3, -0.2, 1.1)
+    ob.scale = (1.7, 1.7, 1.7)
+    for index, frame in enumerate(FRAMES):
+        target.animation_data_clear()
+        rel = np.array(PATH[index]) * 1.5
+        target.location = np.array(ob.matrix_world @ __import__("mathutils").Vector(rel / 1.7 * 0.9))
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(ob, "b3") - np.array(target.location)) < 1e-3 * 1.7, chain.message
+
+
+def test_non_uniform_scale_marks_the_chain_invalid_and_leaves_the_pose_alone():
+    ob, target, chain = animated_rig()
+    bpy.context.scene.frame_set(10)
+    before = pose_snapshot(ob)
+    ob.scale = (1.0, 2.0, 1.0)
+    bpy.context.scene.frame_set(20)
+    assert chain.status == 'INVALID'
+    assert "scale" in chain.message
+    np.testing.assert_array_equal(pose_snapshot(ob), before)
+
+
+def test_pole_puts_the_elbow_on_its_side():
+    ob = straightish_chain("Arm", 2, bend=0.0)
+    target = empty("Target", (0.0, 0.0, 1.2))
+    for side in (1.0, -1.0):
+        pole = empty(f"Pole{side}", (side * 2.0, 0.0, 0.6))
+        ob.fabrik.chains.clear()
+        for solver in ('FABRIK', 'TWO_BONE'):
+            ob.fabrik.chains.clear()
+            add_chain(ob, "b1", 2, target, pole=pole, solver=solver)
+            bpy.context.view_layer.update()
+            elbow = world_head(ob, "b1")
+            assert elbow[0] * side > 0.5, (solver, side, elbow)
+            assert abs(elbow[1]) < 1e-4
+            assert np.linalg.norm(world_tail(ob, "b1") - np.array(target.location)) < 1e-3
+
+
+def test_cone_limits_hold_in_the_posed_result():
+    ob = straightish_chain("Tentacle", 5, length=0.5)
+    target = empty("Target", (1.5, 0.0, 0.8))
+    for pb in ob.pose.bones[1:]:
+        limit = pb.fabrik_limit
+        limit.mode = 'CONE'
+        limit.cone_left = limit.cone_right = math.radians(30)
+        limit.cone_up = limit.cone_down = math.radians(15)
+    chain = add_chain(ob, "b4", 5, target)
+    bpy.context.view_layer.update()
+    assert chain.status in {'REACHED', 'UNREACHABLE'}
+    for pb in ob.pose.bones[1:]:
+        # Local direction relative to the parent, in the bone's rest frame (rest = straight along parent).
+        local = pb.parent.matrix.to_3x3().inverted() @ pb.matrix.to_3x3().col[1]
+        rest = pb.parent.bone.matrix_local.to_3x3().inverted() @ pb.bone.matrix_local.to_3x3()
+        local = rest.inverted() @ local
+        theta = math.atan2(math.hypot(local.x, local.z), local.y)
+        if theta > 1e-6:
+            u, v = theta * local.x / math.hypot(local.x, local.z), theta * local.z / math.hypot(local.x, local.z)
+            assert (u / math.radians(30)) ** 2 + (v / math.radians(15)) ** 2 <= 1 + 1e-4
+
+
+def test_disconnected_bones_keep_their_offsets_and_the_tip_reaches():
+    ob = armature("Offset", [
+        ("a", (0, 0, 0), (0, 0, 1), None, False, 0.0),
+        ("b", (0.2, 0.1, 1.1), (0.2, 0.1, 2.0), "a", False, 0.0),
+        ("c", (0.2, 0.3, 2.1), (0.2, 0.3, 3.0), "b", False, 0.0),
+    ])
+    target = empty("Target", (1.0, 1.0, 1.5))
+    add_chain(ob, "c", 3, target)
+    bpy.context.view_layer.update()
+    assert np.linalg.norm(world_tail(ob, "c") - np.array(target.location)) < 1e-3
+    # The gap between a parent's tail and its child's head keeps its length.
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    gap = (ev.pose.bones["b"].head - ev.pose.bones["a"].tail).length
+    assert gap == pytest.approx((ob.data.bones["b"].head_local - ob.data.bones["a"].tail_local).length, abs=1e-5)
+
+
+def test_influence_blends_with_the_pose_without_ik():
+    ob, target, chain = animated_rig()
+    bpy.context.scene.frame_set(20)
+    chain.influence = 0.0
+    bpy.context.view_layer.update()
+    for pb in ob.pose.bones:
+        np.testing.assert_allclose(pb.rotation_quaternion, (1, 0, 0, 0), atol=1e-6)
+    chain.influence = 0.5
+    bpy.context.view_layer.update()
+    half = np.linalg.norm(world_tail(ob, "b3") - target_position(target))
+    chain.influence = 1.0
+    bpy.context.view_layer.update()
+    assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3 < half
+
+
+def test_match_target_rotation_puts_the_tip_head_on_the_target_with_its_orientation():
+    ob = straightish_chain("Arm", 3)
+    target = empty("Target", (0.8, 0.4, 1.6))
+    target.rotation_euler = (0.4, 0.2, -0.7)
+    add_chain(ob, "b2", 3, target, match_target_rotation=True)
+    bpy.context.view_layer.update()
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    assert np.linalg.norm(world_head(ob, "b2") - np.array(target.location)) < 1e-3
+    tip_rotation = (ob.matrix_world @ ev.pose.bones["b2"].matrix).to_quaternion()
+    assert tip_rotation.rotation_difference(target.matrix_world.to_quaternion()).angle < 1e-4
+
+
+def test_keyed_bone_animation_is_the_start_pose_and_is_never_changed():
+    ob, target, chain = animated_rig()
+    pb = ob.pose.bones["b0"]
+    pb.rotation_quaternion = (0.9, 0.1, 0.0, 0.0)
+    pb.keyframe_insert("rotation_quaternion", frame=1)
+    fcurves = ob.animation_data.action
+    keys_before = [tuple(kp.co) for fc in _fcurves(ob) for kp in fc.keyframe_points]
+    for frame in (5, 25, 5):
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
+    assert [tuple(kp.co) for fc in _fcurves(ob) for kp in fc.keyframe_points] == keys_before
+    assert fcurves is ob.animation_data.action
+
+
+def _fcurves(ob):
+    from fabrik_addon import compat
+
+    return list(compat.animated_fcurves(ob))
+
+
+def test_save_reload_and_keep_solving(tmp_path):
+    ob, target, chain = animated_rig()
+    bpy.context.scene.frame_set(10)
+    path = str(tmp_path / "rig.blend")
+    bpy.ops.wm.save_as_mainfile(filepath=path)
+    bpy.ops.wm.open_mainfile(filepath=path)
+    ob = bpy.data.objects["Arm"]
+    target = bpy.data.objects["Target"]
+    assert ob.fabrik.chains[0].target == target
+    for frame in (30, 20):
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
+
+
+def test_unregister_register_leaves_one_handler_set():
+    import fabrik_addon
+
+    fabrik_addon.unregister()
+    for event in ("frame_change_post", "depsgraph_update_post", "load_post"):
+        assert not [h for h in getattr(bpy.app.handlers, event) if h.__module__.startswith("fabrik_addon")]
+    fabrik_addon.register()
+    fabrik_addon.register_again = None  # a second register after a reload must not stack handlers
+    from fabrik_addon import handlers
+
+    handlers.install()
+    for event in ("frame_change_post", "depsgraph_update_post", "load_post", "undo_post"):
+        assert len([h for h in getattr(bpy.app.handlers, event) if h.__module__.startswith("fabrik_addon")]) == 1
+    del fabrik_addon.register_again
+
+
+def test_foreach_get_matrices_are_column_major():
+    """Pins how Blender hands out matrices in bulk: flat 16 floats per bone, column after column."""
+    ob = straightish_chain("Arm", 3)
+    ob.pose.bones["b1"].rotation_quaternion = (0.9, 0.3, 0.2, 0.1)
+    bpy.context.view_layer.update()
+    flat = np.empty(16 * len(ob.pose.bones), dtype=np.float32)
+    ob.pose.bones.foreach_get("matrix", flat)
+    bulk = flat.reshape(-1, 4, 4).transpose(0, 2, 1)
+    for k, pb in enumerate(ob.pose.bones):
+        np.testing.assert_allclose(bulk[k], np.array(pb.matrix), atol=1e-6)
