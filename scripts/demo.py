@@ -1,0 +1,311 @@
+"""Showcase: build four rigs from nothing, solve them live, bake, save, report and render.
+
+    python scripts/demo.py [--frames 120] [--out out] [--no-render]
+
+Writes out/demo.blend, out/demo_report.json (per chain: reach error and iterations per frame, bake
+fidelity) and out/demo.png (a Cycles contact sheet of a few frames).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "blender"))
+
+import bpy  # noqa: E402
+from mathutils import Vector  # noqa: E402
+
+import fabrik_addon  # noqa: E402
+from fabrik_addon import bake  # noqa: E402
+
+
+def armature(name, bones, location=(0.0, 0.0, 0.0)):
+    """bones: [(name, head, tail, parent or None, connected)]."""
+    data = bpy.data.armatures.new(name)
+    ob = bpy.data.objects.new(name, data)
+    ob.location = location
+    bpy.context.scene.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode='EDIT')
+    for bone_name, head, tail, parent, connected in bones:
+        eb = data.edit_bones.new(bone_name)
+        eb.head, eb.tail = head, tail
+        if parent:
+            eb.parent = data.edit_bones[parent]
+            eb.use_connect = connected
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return ob
+
+
+def skin(ob, color, radius=0.08):
+    """A box around every bone, weighted fully to it, deformed by an Armature modifier."""
+    verts, faces, groups = [], [], []
+    for bone in ob.data.bones:
+        m = bone.matrix_local
+        r = radius * min(1.0, bone.length)
+        corners = [(x, y, z) for y in (0.0, bone.length) for x in (-r, r) for z in (-r, r)]
+        base = len(verts)
+        verts += [tuple(m @ Vector(c)) for c in corners]
+        quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+        faces += [tuple(base + i for i in q) for q in quads]
+        groups.append((bone.name, range(base, base + 8)))
+    mesh = bpy.data.meshes.new(f"{ob.name}_skin")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new(f"{ob.name}_skin", mesh)
+    body.parent = ob
+    bpy.context.scene.collection.objects.link(body)
+    for name, indices in groups:
+        body.vertex_groups.new(name=name).add(list(indices), 1.0, 'REPLACE')
+    body.modifiers.new("Armature", 'ARMATURE').object = ob
+    material = bpy.data.materials.new(f"{ob.name}_material")
+    material.diffuse_color = (*color, 1.0)
+    if bpy.app.version < (5, 0, 0):  # node materials are the only kind from 5.0 on
+        material.use_nodes = True
+    material.node_tree.nodes["Principled BSDF"].inputs["Base Color"].default_value = (*color, 1.0)
+    mesh.materials.append(material)
+
+
+def empty(name, location, parent=None, shape='SPHERE', size=0.12):
+    ob = bpy.data.objects.new(name, None)
+    ob.empty_display_type = shape
+    ob.empty_display_size = size
+    ob.location = location
+    ob.parent = parent
+    bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def key_every_frame(ob, frames, position):
+    for f in frames:
+        ob.location = position(f)
+        ob.keyframe_insert("location", frame=f)
+
+
+def chain(ob, tip, length, target, pole=None, solver='FABRIK', **settings):
+    c = ob.fabrik.chains.add()
+    c.name, c.tip_bone, c.chain_length, c.target, c.pole, c.solver = tip, tip, length, target, pole, solver
+    c.tolerance, c.iterations = 1e-3, 30
+    for key, value in settings.items():
+        setattr(c, key, value)
+    return c
+
+
+def build(frames):
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = frames[0], frames[-1]
+
+    # 1. A two-bone arm with a pole, solved by the law of cosines.
+    arm = armature("Arm", [("upper", (0, 0, 1.0), (0, 0, 1.9), None, False),
+                           ("fore", (0, 0, 1.9), (0.05, 0, 2.7), "upper", True)], location=(-4.0, 0.0, 0.0))
+    skin(arm, (0.85, 0.35, 0.2))
+    hand = empty("Arm_target", (0, 0, 0))
+    key_every_frame(hand, frames, lambda f: (-4.0 + 0.9 * math.cos(f / 12), 0.5 * math.sin(f / 9),
+                                             2.0 + 0.7 * math.sin(f / 12)))
+    pole = empty("Arm_pole", (-4.0, -1.5, 1.5), shape='CONE')
+    chain(arm, "fore", 2, hand, pole, solver='TWO_BONE')
+
+    # 2. A tentacle of 7 bones with elliptical cone limits, following an animated target.
+    bones = [(f"t{i}", (0, 0, 0.45 * i), (0, 0, 0.45 * (i + 1)), f"t{i - 1}" if i else None, i > 0)
+             for i in range(7)]
+    tentacle = armature("Tentacle", bones, location=(-1.3, 0.0, 0.0))
+    skin(tentacle, (0.4, 0.2, 0.75), radius=0.1)
+    for pb in tentacle.pose.bones[1:]:
+        limit = pb.fabrik_limit
+        limit.mode = 'CONE'
+        limit.cone_left, limit.cone_right = math.radians(35), math.radians(35)
+        limit.cone_up, limit.cone_down = math.radians(20), math.radians(50)
+    tip = empty("Tentacle_target", (0, 0, 0))
+    key_every_frame(tip, frames, lambda f: (-1.3 + 1.4 * math.sin(f / 10), 1.0 * math.sin(f / 5), 2.0))
+    chain(tentacle, "t6", 7, tip)
+
+    # 3. An eight-legged creature walking along +X, feet planted on targets while the body moves.
+    legs = [("body", (0, 0, 0.9), (0.01, 0, 1.1), None, False)]
+    angles = [math.radians(a) for a in (35, 70, 110, 145, -35, -70, -110, -145)]
+    for i, a in enumerate(angles):
+        d = np.array([math.cos(a), math.sin(a), 0.0])
+        hip = np.array([0, 0, 0.9]) + 0.25 * d
+        knee = hip + 0.45 * d + np.array([0, 0, 0.35])
+        foot = knee + 0.55 * d - np.array([0, 0, 0.75])
+        legs += [(f"coxa{i}", tuple(hip - 0.1 * d), tuple(hip), "body", False),
+                 (f"femur{i}", tuple(hip), tuple(knee), f"coxa{i}", True),
+                 (f"tibia{i}", tuple(knee), tuple(foot), f"femur{i}", True)]
+    spider = armature("Spider", legs, location=(1.5, 0.0, 0.0))
+    skin(spider, (0.2, 0.55, 0.3), radius=0.06)
+    speed, period, stride_time = 0.02, 24, 8
+    key_every_frame(spider, frames, lambda f: (1.5 + speed * f, 0.0, 0.0))
+    for i, a in enumerate(angles):
+        rest = np.array(spider.data.bones[f"tibia{i}"].tail_local) + np.array([1.5, 0.0, 0.0])
+        phase = (i % 2) * period // 2
+
+        def foot(f, rest=rest, phase=phase):
+            cycle, t = divmod(f + phase, period)
+            planted = speed * period * cycle
+            if t < period - stride_time:
+                return tuple(rest + np.array([planted + speed * period / 2, 0, 0]))
+            s = (t - (period - stride_time)) / stride_time
+            return tuple(rest + np.array([planted + speed * period * (0.5 + s), 0, 0.25 * math.sin(math.pi * s)]))
+
+        target = empty(f"Spider_foot{i}", (0, 0, 0), size=0.06)
+        key_every_frame(target, frames, foot)
+        knee_pole = empty(f"Spider_knee{i}", tuple(np.array(spider.data.bones[f"femur{i}"].tail_local)
+                                                   + np.array([0, 0, 1.0])), parent=spider, shape='CONE',
+                          size=0.05)
+        chain(spider, f"tibia{i}", 3, target, knee_pole)
+
+    # 4. A torso reaching with both hands: the arms share the spine, so the chains form a tree.
+    torso = armature("Torso", [
+        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False),
+        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
+        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False),
+        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True),
+        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False),
+        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True),
+    ], location=(6.2, 0.0, 0.3))
+    skin(torso, (0.8, 0.7, 0.25), radius=0.09)
+    left = empty("Torso_hand.L", (0, 0, 0))
+    right = empty("Torso_hand.R", (0, 0, 0))
+    key_every_frame(left, frames, lambda f: (6.2 + 1.0 + 0.3 * math.sin(f / 8), 0.6 * math.cos(f / 11),
+                                             1.2 + 0.4 * math.sin(f / 7)))
+    key_every_frame(right, frames, lambda f: (6.2 - 1.1, 0.5 * math.sin(f / 9), 1.0 + 0.5 * math.cos(f / 10)))
+    chain(torso, "fore.L", 4, left)
+    chain(torso, "fore.R", 4, right)
+    return [arm, tentacle, spider, torso]
+
+
+def live_pass(rigs, frames):
+    report = {ob.name: {c.name: {"error": [], "iterations": [], "status": []} for c in ob.fabrik.chains}
+              for ob in rigs}
+    started = time.perf_counter()
+    for f in frames:
+        bpy.context.scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+        for ob in rigs:
+            for c in ob.fabrik.chains:
+                entry = report[ob.name][c.name]
+                entry["error"].append(round(c.last_error, 6))
+                entry["iterations"].append(c.last_iterations)
+                entry["status"].append(c.status)
+    return report, time.perf_counter() - started
+
+
+def setup_render(frames_to_show):
+    scene = bpy.context.scene
+    scene.render.engine = 'CYCLES'
+    scene.cycles.device = 'CPU'
+    scene.cycles.samples = 16
+    scene.cycles.use_denoising = False
+    scene.render.resolution_x, scene.render.resolution_y = 480, 270
+    scene.render.resolution_percentage = 100
+    scene.render.image_settings.file_format = 'PNG'
+    world = bpy.data.worlds.new("World")
+    world.color = (0.05, 0.05, 0.06)
+    scene.world = world
+    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
+    sun.data.energy = 4.0
+    sun.rotation_euler = (math.radians(40), math.radians(15), math.radians(30))
+    scene.collection.objects.link(sun)
+    floor = bpy.data.meshes.new("Floor")
+    floor.from_pydata([(-9, -4, 0), (10, -4, 0), (10, 4, 0), (-9, 4, 0)], [], [(0, 1, 2, 3)])
+    scene.collection.objects.link(bpy.data.objects.new("Floor", floor))
+    camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
+    camera.location = (1.2, -12.5, 5.2)
+    camera.rotation_euler = (math.radians(72), 0.0, 0.0)
+    camera.data.lens = 30
+    scene.collection.objects.link(camera)
+    scene.camera = camera
+
+
+def render_sheet(frames_to_show, out: Path) -> Path:
+    scene = bpy.context.scene
+    tiles = []
+    for f in frames_to_show:
+        scene.frame_set(f)
+        path = out / f"frame_{f:04d}.png"
+        scene.render.filepath = str(path)
+        bpy.ops.render.render(write_still=True)
+        image = bpy.data.images.load(str(path))
+        w, h = image.size
+        tiles.append(np.array(image.pixels[:]).reshape(h, w, 4))
+        bpy.data.images.remove(image)
+        path.unlink()
+    sheet = np.concatenate([np.concatenate(tiles[i:i + 2], axis=1) for i in range(0, len(tiles), 2)][::-1], axis=0)
+    h, w = sheet.shape[:2]
+    image = bpy.data.images.new("contact_sheet", w, h, alpha=True)
+    image.pixels[:] = sheet.ravel()
+    image.filepath_raw = str(out / "demo.png")
+    image.file_format = 'PNG'
+    image.save()
+    return out / "demo.png"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--frames", type=int, default=120)
+    parser.add_argument("--out", type=Path, default=ROOT / "out")
+    parser.add_argument("--no-render", action="store_true")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    fabrik_addon.register()
+    try:
+        run(args)
+    finally:
+        fabrik_addon.unregister()  # bpy 4.2 crashes at exit with add-on types still registered
+
+
+def run(args) -> None:
+    frames = list(range(1, args.frames + 1))
+    rigs = build(frames)
+    report, live_seconds = live_pass(rigs, frames)
+    summary = {"frames": len(frames), "live_seconds": round(live_seconds, 3),
+               "live_ms_per_frame": round(1000 * live_seconds / len(frames), 3), "rigs": {}}
+    for ob in rigs:
+        indices = list(range(len(ob.fabrik.chains)))
+        result = bake.bake_chains(bpy.context, ob, indices, frames[0], frames[-1])
+        rig = summary["rigs"][ob.name] = {
+            "bake_seconds": round(result.seconds, 3),
+            "bake_frames_per_second": round(result.frames / result.seconds, 1),
+            "bake_max_error": result.max_error,
+            "bake_mean_error": result.mean_error,
+            "chains": {},
+        }
+        for i, c in enumerate(ob.fabrik.chains):
+            live = report[ob.name][c.name]
+            errors = np.array(live["error"])
+            rig["chains"][c.name] = {
+                "reached_frames": live["status"].count('REACHED'),
+                "max_reach_error": float(errors.max()),
+                "median_iterations": float(np.median(live["iterations"])),
+                "bake_max_error": result.chain_errors[i][0],
+                "bake_mean_error": result.chain_errors[i][1],
+                "per_frame": live,
+            }
+    blend = args.out / "demo.blend"
+    if not args.no_render:
+        setup_render(frames)
+        shown = [frames[int(k * (len(frames) - 1) / 3)] for k in range(4)]
+        started = time.perf_counter()
+        summary["picture"] = str(render_sheet(shown, args.out).relative_to(args.out.parent))
+        summary["render_seconds"] = round(time.perf_counter() - started, 1)
+        summary["picture_frames"] = shown
+    bpy.ops.wm.save_as_mainfile(filepath=str(blend))
+    (args.out / "demo_report.json").write_text(json.dumps(summary, indent=1))
+    print(f"live IK: {summary['live_ms_per_frame']} ms/frame for {sum(len(o.fabrik.chains) for o in rigs)} chains")
+    for name, rig in summary["rigs"].items():
+        chains = ", ".join(f"{c}: {v['reached_frames']}/{len(frames)} reached" for c, v in rig["chains"].items())
+        print(f"{name}: bake {rig['bake_frames_per_second']} frames/s, live vs baked max "
+              f"{rig['bake_max_error']:.2e}; {chains}")
+    print(f"saved {blend}, {args.out / 'demo_report.json'}" + ("" if args.no_render else f", {args.out / 'demo.png'}"))
+
+
+if __name__ == "__main__":
+    main()
