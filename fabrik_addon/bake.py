@@ -57,7 +57,7 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
 
     started = time.perf_counter()
     original_frame = scene.frame_current
-    values = {name: [] for name in bones}
+    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones}
     live = np.empty((len(all_frames), len(bones), 2, 3))
     # Reduction budgets from a safe bound (a bone turned by an angle moves points by at most angle
     # times their distance) keep far more keys than the tolerance needs, so the budget grows 4x at a

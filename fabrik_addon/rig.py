@@ -240,7 +240,7 @@ def parent_matrix(ob, ev, bone, state: RigState) -> np.ndarray:
 def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], joints: np.ndarray,
                parent: np.ndarray):
     """ChainLimits for the placed bones, or None when none of them has a limit."""
-    items = []
+    items: list[ConeLimit | HingeLimit | None] = []
     for name in placed:
         limit = ob.pose.bones[name].fabrik_limit
         if limit.mode == 'CONE':
@@ -344,12 +344,12 @@ def solve_one(ob, ev, chain, plan: ChainPlan, state: RigState, depsgraph) -> Non
             else:
                 result = solve_chain(joints, target, pole=pole, tolerance=tolerance,
                                      max_iterations=chain.iterations, limits=limits)
-        except ValueError as error:
-            raise ChainError(str(error)) from error
-        solved, error, iterations, reached = result.joints, result.error, result.iterations, result.reached
+        except ValueError as exc:
+            raise ChainError(str(exc)) from exc
+        solved, distance, iterations, reached = result.joints, result.error, result.iterations, result.reached
     else:
-        solved, error, iterations = joints, float(np.linalg.norm(joints[0] - target)), 0
-        reached = error <= chain.tolerance / state.scale
+        solved, distance, iterations = joints, float(np.linalg.norm(joints[0] - target)), 0
+        reached = distance <= chain.tolerance / state.scale
 
     # Full-IK armature-space matrices: each placed bone turned by its segment's from-to rotation.
     ik = []
@@ -381,4 +381,4 @@ def solve_one(ob, ev, chain, plan: ChainPlan, state: RigState, depsgraph) -> Non
         parent_new = parent_new @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
         state.new_matrices[bones[k]] = parent_new
         parent_ik = ik[k]
-    set_status(chain, 'REACHED' if reached else 'UNREACHABLE', "", error * state.scale, iterations)
+    set_status(chain, 'REACHED' if reached else 'UNREACHABLE', "", distance * state.scale, iterations)

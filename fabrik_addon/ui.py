@@ -8,7 +8,7 @@ import bpy
 class FABRIK_UL_chains(bpy.types.UIList):
     bl_idname = "FABRIK_UL_chains"
 
-    def draw_item(self, context, layout, data, item, icon, active_data, active_propname, index=0):
+    def draw_item(self, context, layout, data, item, icon, active_data, active_property, index=0, flt_flag=0):
         row = layout.row(align=True)
         icons = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1'}
         row.prop(item, "name", text="", emboss=False, icon=icons[item.status])

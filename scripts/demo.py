@@ -142,7 +142,7 @@ def build(frames):
     skin(spider, (0.2, 0.55, 0.3), radius=0.06)
     speed, period, stride_time = 0.02, 24, 8
     key_every_frame(spider, frames, lambda f: (1.5 + speed * f, 0.0, 0.0))
-    for i, a in enumerate(angles):
+    for i in range(len(angles)):
         rest = np.array(spider.data.bones[f"tibia{i}"].tail_local) + np.array([1.5, 0.0, 0.0])
         phase = (i % 2) * period // 2
 
