@@ -43,11 +43,11 @@ def check_finite(arr: np.ndarray, name: str) -> None:
 
 def bone_lengths(joints: np.ndarray, name: str = "joints") -> np.ndarray:
     """Lengths of consecutive joint pairs along the second-to-last axis; raise on a zero-length bone."""
-    lengths = np.linalg.norm(np.diff(joints, axis=-2), axis=-1)
-    scale = max(float(lengths.max()), 1.0)
-    short = lengths <= ZERO_LENGTH * scale
-    if short.any():
-        where = np.argwhere(short)[0]
+    steps = joints[..., 1:, :] - joints[..., :-1, :]
+    lengths = np.sqrt(np.einsum("...i,...i->...", steps, steps))
+    limit = ZERO_LENGTH * max(float(lengths.max()), 1.0)
+    if lengths.min() <= limit:  # the detailed search runs only when something is wrong
+        where = np.argwhere(lengths <= limit)[0]
         bone = int(where[-1])
         chain = f" in chain {int(where[0])}" if lengths.ndim == 2 else ""
         raise ValueError(f"{name}: bone {bone}{chain} has zero length")

@@ -118,9 +118,9 @@ def run_fabrik(
 
     xs, ys, zs = joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist()
     L = lengths.tolist()
-    ux, uy, uz = dirs[:, 0].tolist(), dirs[:, 1].tolist(), dirs[:, 2].tolist()
     tiny = EPS * total
-    error = math.sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
+    sqrt = math.sqrt
+    error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
     if error <= tolerance and pole is None and limits is None:
         return joints, error, 0
 
@@ -133,14 +133,21 @@ def run_fabrik(
         # Tip to root: pin the tip on the target, pull each joint along toward its child.
         xs[n], ys[n], zs[n] = tx, ty, tz
         if limits is None:
+            # The joint just placed is carried in locals (ax, ay, az): list indexing costs as much as math.
+            ax, ay, az = tx, ty, tz
             for i in range(n - 1, -1, -1):
-                dx, dy, dz = xs[i] - xs[i + 1], ys[i] - ys[i + 1], zs[i] - zs[i + 1]
-                d = math.sqrt(dx * dx + dy * dy + dz * dz)
+                dx, dy, dz = xs[i] - ax, ys[i] - ay, zs[i] - az
+                d = sqrt(dx * dx + dy * dy + dz * dz)
                 if d > tiny:
                     r = L[i] / d
-                    xs[i], ys[i], zs[i] = xs[i + 1] + dx * r, ys[i + 1] + dy * r, zs[i + 1] + dz * r
+                    ax = xs[i] = ax + dx * r
+                    ay = ys[i] = ay + dy * r
+                    az = zs[i] = az + dz * r
                 else:
-                    xs[i], ys[i], zs[i] = xs[i + 1] - ux[i] * L[i], ys[i + 1] - uy[i] * L[i], zs[i + 1] - uz[i] * L[i]
+                    u = dirs[i]
+                    ax = xs[i] = ax - u[0] * L[i]
+                    ay = ys[i] = ay - u[1] * L[i]
+                    az = zs[i] = az - u[2] * L[i]
         else:
             backward_limited(xs, ys, zs, L, dirs, limits, tiny)
         # With limits the pole turns joints before the limited pass, so the pose it returns keeps
@@ -150,19 +157,25 @@ def run_fabrik(
         # Root to tip: pin the root back, pull each joint toward its parent.
         xs[0], ys[0], zs[0] = rx, ry, rz
         if limits is None:
+            ax, ay, az = rx, ry, rz
             for i in range(n):
-                dx, dy, dz = xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]
-                d = math.sqrt(dx * dx + dy * dy + dz * dz)
+                dx, dy, dz = xs[i + 1] - ax, ys[i + 1] - ay, zs[i + 1] - az
+                d = sqrt(dx * dx + dy * dy + dz * dz)
                 if d > tiny:
                     r = L[i] / d
-                    xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + dx * r, ys[i] + dy * r, zs[i] + dz * r
+                    ax = xs[i + 1] = ax + dx * r
+                    ay = ys[i + 1] = ay + dy * r
+                    az = zs[i + 1] = az + dz * r
                 else:
-                    xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + ux[i] * L[i], ys[i] + uy[i] * L[i], zs[i] + uz[i] * L[i]
+                    u = dirs[i]
+                    ax = xs[i + 1] = ax + u[0] * L[i]
+                    ay = ys[i + 1] = ay + u[1] * L[i]
+                    az = zs[i + 1] = az + u[2] * L[i]
             if pole is not None:
                 turn_toward_pole(xs, ys, zs, pole, tiny)
         else:
             forward_limited(xs, ys, zs, L, dirs, limits, tiny)
-        error = math.sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
+        error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
         if error < best_error:
             best_error, best = error, (xs[:], ys[:], zs[:])
         stalled = stalled + 1 if previous - error < min_improvement * previous else 0

@@ -18,7 +18,7 @@ EPS = 1e-9
 PRE_BEND = 0.25
 
 
-@dataclass
+@dataclass(eq=False)
 class Prepared:
     """Start state for ``C`` chains of ``N`` bones.
 
@@ -28,8 +28,6 @@ class Prepared:
         Start pose (a copy), with a small bend added where chain and target were collinear.
     lengths : ndarray, shape (C, N)
     totals : ndarray, shape (C,)
-    dirs : ndarray, shape (C, N, 3)
-        Unit bone directions of the start pose: the fallback when two joints meet mid-solve.
     unreachable : ndarray of bool, shape (C,)
         Target at or beyond the chain's full length.
     """
@@ -37,27 +35,34 @@ class Prepared:
     joints: np.ndarray
     lengths: np.ndarray
     totals: np.ndarray
-    dirs: np.ndarray
     unreachable: np.ndarray
+
+    @property
+    def dirs(self) -> np.ndarray:
+        """Unit bone directions ``(C, N, 3)`` of the start pose: the fallback when two joints meet."""
+        return np.diff(self.joints, axis=1) / self.lengths[:, :, None]
+
+
+def norms(v: np.ndarray) -> np.ndarray:
+    """Euclidean norms along the last axis (einsum: a fraction of np.linalg.norm's call cost)."""
+    return np.sqrt(np.einsum("...i,...i->...", v, v))
 
 
 def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray) -> Prepared:
     """Build the start state; ``joints (C, N+1, 3)``, ``targets (C, 3)``, ``poles (C, 3)`` or None."""
-    joints = joints.copy()
     totals = lengths.sum(axis=1)
     root = joints[:, 0]
     rel = targets - root
-    dist = np.linalg.norm(rel, axis=1)
+    dist = norms(rel)
     unreachable = dist >= totals
     if lengths.shape[1] >= 2:
-        _bend_collinear(joints, rel, dist, poles, lengths, totals, ~unreachable)
-    dirs = np.diff(joints, axis=1) / lengths[:, :, None]
-    return Prepared(joints, lengths, totals, dirs, unreachable)
+        joints = _bend_collinear(joints, rel, dist, poles, lengths, totals, ~unreachable)
+    return Prepared(joints, lengths, totals, unreachable)
 
 
 def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles: np.ndarray | None,
-                    lengths: np.ndarray, totals: np.ndarray, candidates: np.ndarray) -> None:
-    """Give a small bend to straight chains whose target lies on their axis.
+                    lengths: np.ndarray, totals: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+    """Give a small bend to straight chains whose target lies on their axis (a new array if any).
 
     FABRIK only ever moves joints along lines through their old positions, so a chain and target on
     one line would stay on it and could not fold to a nearer target. The bend goes toward the pole
@@ -65,13 +70,16 @@ def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles
     """
     root = joints[:, 0]
     axis = joints[:, -1] - root
-    axis_len = np.linalg.norm(axis, axis=1)
-    straight = axis_len >= totals * (1.0 - EPS)
+    axis_len = norms(axis)
+    straight = candidates & (axis_len >= totals * (1.0 - EPS))
+    if not straight.any():  # the common case: nothing to check further
+        return joints
     u = axis / np.maximum(axis_len, EPS)[:, None]
-    off_axis = np.linalg.norm(rel - (rel * u).sum(1)[:, None] * u, axis=1)
-    need = candidates & straight & (off_axis <= EPS * totals)
+    off_axis = norms(rel - (rel * u).sum(1)[:, None] * u)
+    need = straight & (off_axis <= EPS * totals)
     if not need.any():
-        return
+        return joints
+    joints = joints.copy()
     n = lengths.shape[1]
     betas = PRE_BEND * (1.0 - 2.0 * np.arange(n) / (n - 1))
     for c in np.flatnonzero(need):
@@ -85,6 +93,7 @@ def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles
             side = perpendicular(u[c])
         steps = lengths[c][:, None] * (np.cos(betas)[:, None] * u[c] + np.sin(betas)[:, None] * side)
         joints[c, 1:] = root[c] + np.cumsum(steps, axis=0)
+    return joints
 
 
 def straight_toward(root: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> np.ndarray:

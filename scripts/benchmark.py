@@ -1,0 +1,108 @@
+"""Benchmarks: the solver core alone, and per-frame cost in Blender against its own IK constraint.
+
+    python scripts/benchmark.py solver [--json]
+    python scripts/benchmark.py blender [--json]
+    python scripts/benchmark.py all [--json]
+
+Times are medians of repeated runs on this machine; ratios are measured in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from fabrik_addon.solver import solve_chain, solve_chains  # noqa: E402
+
+
+def machine() -> str:
+    import os
+
+    return f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, numpy {np.__version__}"
+
+
+def _median_time(function, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        function()
+        times.append(time.perf_counter() - started)
+    return float(np.median(times))
+
+
+def _chain(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """A gently curving chain and a target it can reach but needs every iteration for (tolerance 0)."""
+    d = np.array([0.0, 0.0, 1.0]) + rng.normal(scale=0.3, size=(n, 3))
+    d /= np.linalg.norm(d, axis=1)[:, None]
+    joints = np.vstack([np.zeros(3), np.cumsum(d, axis=0)])
+    target = joints[-1] * 0.6 + rng.normal(scale=0.3, size=3)
+    return joints, target
+
+
+def bench_solver() -> dict:
+    rng = np.random.default_rng(0)
+    single = {}
+    for n in (2, 3, 10, 50):
+        joints, target = _chain(rng, n)
+        result = solve_chain(joints, target, tolerance=0.0, max_iterations=10, min_improvement=0.0)
+        per_call = _median_time(lambda j=joints, t=target: solve_chain(j, t, tolerance=0.0, max_iterations=10,
+                                                                         min_improvement=0.0), 200)
+        single[n] = {"us_per_solve": per_call * 1e6, "iterations": result.iterations}
+    batched = {}
+    n = 10
+    for count in (1, 100, 1000, 10000):
+        pairs = [_chain(rng, n) for _ in range(count)]
+        joints = np.stack([p[0] for p in pairs])
+        targets = np.stack([p[1] for p in pairs])
+        result = solve_chains(joints, targets, tolerance=0.0, max_iterations=10, min_improvement=0.0)
+        repeats = max(3, min(50, 20000 // count))
+        seconds = _median_time(lambda j=joints, t=targets: solve_chains(j, t, tolerance=0.0, max_iterations=10,
+                                                                          min_improvement=0.0), repeats)
+        joint_iterations = float(result.iterations.sum()) * (n + 1)
+        batched[count] = {"ns_per_joint_iteration": seconds / joint_iterations * 1e9,
+                          "ms_per_call": seconds * 1e3, "mean_iterations": float(result.iterations.mean())}
+    return {"machine": machine(), "single": single, "batched_10_bones": batched}
+
+
+def print_solver(data: dict) -> None:
+    print(f"solver core ({data['machine']})")
+    print("  one chain, 10 iterations:   bones   us/solve")
+    for n, row in data["single"].items():
+        print(f"                              {n:>5}   {row['us_per_solve']:8.1f}   ({row['iterations']} iterations)")
+    print("  batched, 10 bones:         chains   ns/joint-iteration   ms/call")
+    for count, row in data["batched_10_bones"].items():
+        print(f"                             {count:>6}   {row['ns_per_joint_iteration']:18.1f}   "
+              f"{row['ms_per_call']:7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("what", choices=("solver", "blender", "all"))
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    args = parser.parse_args()
+    out = {}
+    if args.what in ("solver", "all"):
+        out["solver"] = bench_solver()
+        if not args.json:
+            print_solver(out["solver"])
+    if args.what in ("blender", "all"):
+        import blender_bench
+
+        out["blender"] = blender_bench.run()
+        if not args.json:
+            blender_bench.print_table(out["blender"])
+    if args.json:
+        print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
