@@ -14,6 +14,7 @@ import math
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -48,7 +49,9 @@ def armature(name, bones, location=(0.0, 0.0, 0.0)):
 
 def skin(ob, color, radius=0.08):
     """A box around every bone, weighted fully to it, deformed by an Armature modifier."""
-    verts, faces, groups = [], [], []
+    verts: list[tuple[float, ...]] = []
+    faces: list[tuple[int, ...]] = []
+    groups: list[tuple[str, range]] = []
     for bone in ob.data.bones:
         m = bone.matrix_local
         r = radius * min(1.0, bone.length)
@@ -128,7 +131,7 @@ def build(frames):
     chain(tentacle, "t6", 7, tip)
 
     # 3. An eight-legged creature walking along +X, feet planted on targets while the body moves.
-    legs = [("body", (0, 0, 0.9), (0.01, 0, 1.1), None, False)]
+    legs: list[tuple] = [("body", (0, 0, 0.9), (0.01, 0, 1.1), None, False)]
     angles = [math.radians(a) for a in (35, 70, 110, 145, -35, -70, -110, -145)]
     for i, a in enumerate(angles):
         d = np.array([math.cos(a), math.sin(a), 0.0])
@@ -182,8 +185,9 @@ def build(frames):
 
 
 def live_pass(rigs, frames):
-    report = {ob.name: {c.name: {"error": [], "iterations": [], "status": []} for c in ob.fabrik.chains}
-              for ob in rigs}
+    report: dict[str, dict[str, dict[str, list]]] = {
+        ob.name: {c.name: {"error": [], "iterations": [], "status": []} for c in ob.fabrik.chains} for ob in rigs
+    }
     started = time.perf_counter()
     for f in frames:
         bpy.context.scene.frame_set(f)
@@ -266,18 +270,19 @@ def run(args) -> None:
     frames = list(range(1, args.frames + 1))
     rigs = build(frames)
     report, live_seconds = live_pass(rigs, frames)
-    summary = {"frames": len(frames), "live_seconds": round(live_seconds, 3),
+    summary: dict[str, Any] = {"frames": len(frames), "live_seconds": round(live_seconds, 3),
                "live_ms_per_frame": round(1000 * live_seconds / len(frames), 3), "rigs": {}}
     for ob in rigs:
         indices = list(range(len(ob.fabrik.chains)))
         result = bake.bake_chains(bpy.context, ob, indices, frames[0], frames[-1])
-        rig = summary["rigs"][ob.name] = {
+        rig: dict[str, Any] = {
             "bake_seconds": round(result.seconds, 3),
             "bake_frames_per_second": round(result.frames / result.seconds, 1),
             "bake_max_error": result.max_error,
             "bake_mean_error": result.mean_error,
             "chains": {},
         }
+        summary["rigs"][ob.name] = rig
         for i, c in enumerate(ob.fabrik.chains):
             live = report[ob.name][c.name]
             errors = np.array(live["error"])
