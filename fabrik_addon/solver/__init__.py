@@ -7,6 +7,7 @@ from .batch import solve_chains
 from .fabrik import solve_chain
 from .limits import ChainLimits, ConeLimit, HingeLimit
 from .result import ChainResults, SolveResult
+from .tree import TreeResult, solve_tree
 from .two_bone import solve_two_bone
 
 __all__ = [
@@ -15,7 +16,9 @@ __all__ = [
     "ConeLimit",
     "HingeLimit",
     "SolveResult",
+    "TreeResult",
     "solve_chain",
     "solve_chains",
+    "solve_tree",
     "solve_two_bone",
 ]

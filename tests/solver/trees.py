@@ -1,0 +1,80 @@
+"""Random trees (Y shapes, torsos with two arms) and jointly reachable targets for the tree tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fabrik_addon.solver import solve_chain
+
+
+def random_y_tree(rng: np.random.Generator) -> tuple[np.ndarray, list[int], list[int]]:
+    """A trunk of 1-3 bones up +Z splitting into two branches of 2-4 bones; returns joints, parents,
+    effectors."""
+    joints = [np.zeros(3)]
+    parents = [-1]
+    for _ in range(int(rng.integers(1, 4))):
+        joints.append(joints[-1] + np.array([0.0, 0.0, rng.uniform(0.5, 1.0)]) + rng.normal(scale=0.1, size=3))
+        parents.append(len(joints) - 2)
+    fork = len(joints) - 1
+    effectors = []
+    for side in (1.0, -1.0):
+        previous = fork
+        for _ in range(int(rng.integers(2, 5))):
+            step = np.array([side * 0.5, 0.0, 0.6]) + rng.normal(scale=0.2, size=3)
+            joints.append(joints[previous] + step)
+            parents.append(previous)
+            previous = len(joints) - 1
+        effectors.append(previous)
+    return np.array(joints), parents, effectors
+
+
+def torso(rng: np.random.Generator) -> tuple[np.ndarray, list[int], list[int]]:
+    """Spine of two bones; each arm: a shoulder offset from the spine top, upper arm, forearm."""
+    spine = [np.zeros(3), np.array([0, 0, 0.6]), np.array([0, 0, 1.2])]
+    joints = list(spine)
+    parents = [-1, 0, 1]
+    effectors = []
+    for side in (1.0, -1.0):
+        shoulder = np.array([side * 0.2, 0.0, 1.15])
+        elbow = shoulder + np.array([side * 0.5, 0.0, -0.05]) + rng.normal(scale=0.05, size=3)
+        hand = elbow + np.array([side * 0.5, 0.0, 0.0]) + rng.normal(scale=0.05, size=3)
+        joints += [shoulder, elbow, hand]
+        parents += [2, len(joints) - 3, len(joints) - 2]
+        effectors.append(len(joints) - 1)
+    return np.array(joints), parents, effectors
+
+
+def random_pose(rng: np.random.Generator, joints: np.ndarray, parents: list[int], spread: float = 0.6) -> np.ndarray:
+    """Forward kinematics of the same tree with every bone turned at random (lengths kept)."""
+    out = joints.copy()
+    for j in range(1, len(joints)):
+        rest = joints[j] - joints[parents[j]]
+        d = rest / np.linalg.norm(rest) + rng.normal(scale=spread, size=3)
+        out[j] = out[parents[j]] + np.linalg.norm(rest) * d / np.linalg.norm(d)
+    return out
+
+
+def path_to(parents: list[int], joint: int) -> list[int]:
+    path = [joint]
+    while parents[path[-1]] >= 0:
+        path.append(parents[path[-1]])
+    return path[::-1]
+
+
+def solve_one_after_another(joints, parents, effectors, targets, tolerance, max_iterations):
+    """The comparison: each effector's chain solved alone, in turn, from the pose the last one left.
+
+    Joints off the solved path keep their offset from their parent (parents come before children).
+    """
+    pose = joints.copy()
+    for effector, target in zip(effectors, targets):
+        path = path_to(parents, effector)
+        solved = solve_chain(pose[path], target, tolerance=tolerance, max_iterations=max_iterations).joints
+        new = pose.copy()
+        new[path] = solved
+        on_path = set(path)
+        for j in range(1, len(pose)):
+            if j not in on_path:
+                new[j] = new[parents[j]] + (pose[j] - pose[parents[j]])
+        pose = new
+    return pose
