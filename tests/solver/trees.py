@@ -54,6 +54,27 @@ def random_pose(rng: np.random.Generator, joints: np.ndarray, parents: list[int]
     return out
 
 
+def rigid_pose(rng: np.random.Generator, joints: np.ndarray, parents: list[int], rigid: set[int]) -> np.ndarray:
+    """Like :func:`random_pose`, but the children of each ``rigid`` joint turn together, by one random
+    rotation, as points on one bone do."""
+    out = joints.copy()
+    turns: dict[int, np.ndarray] = {}
+    for j in range(1, len(joints)):
+        p = parents[j]
+        rest = joints[j] - joints[p]
+        if p in rigid:
+            if p not in turns:
+                axis = rng.normal(size=3)
+                angle = rng.normal(scale=0.5)
+                k = np.cross(np.eye(3), axis / np.linalg.norm(axis))
+                turns[p] = np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * k @ k
+            out[j] = out[p] + turns[p] @ rest
+        else:
+            d = rest / np.linalg.norm(rest) + rng.normal(scale=0.6, size=3)
+            out[j] = out[p] + np.linalg.norm(rest) * d / np.linalg.norm(d)
+    return out
+
+
 def path_to(parents: list[int], joint: int) -> list[int]:
     path = [joint]
     while parents[path[-1]] >= 0:

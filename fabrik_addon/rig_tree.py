@@ -1,0 +1,155 @@
+"""Chains that share bones, solved together as one tree (see :func:`.solver.solve_tree`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import adapter
+from .rig import (
+    ChainError,
+    ChainPlan,
+    RigState,
+    base_rotation,
+    parent_matrix,
+    rest_relative,
+    set_status,
+    unit_columns,
+    world_point,
+)
+from .solver import solve_tree
+from .solver.rotations import matrix_from_two_vectors
+
+
+def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
+    """Chains that share at least one bone, transitively, form one group; the rest stand alone."""
+    groups: list[list[ChainPlan]] = []
+    bones: list[set[str]] = []
+    for plan in plans:
+        mine = set(plan.bones)
+        joined = [k for k, group_bones in enumerate(bones) if group_bones & mine]
+        merged = [plan] + [p for k in joined for p in groups[k]]
+        merged_bones = mine.union(*(bones[k] for k in joined))
+        for k in reversed(joined):
+            del groups[k], bones[k]
+        groups.append(sorted(merged, key=lambda p: p.index))
+        bones.append(merged_bones)
+    return sorted(groups, key=lambda group: min(p.depth for p in group))
+
+
+def _depth(bone) -> int:
+    depth = 0
+    while bone.parent is not None:
+        depth, bone = depth + 1, bone.parent
+    return depth
+
+
+def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgraph) -> None:
+    """Solve ``chains`` (which share bones) as one tree and write every bone's rotation."""
+    names: list[str] = []
+    for plan in plans:
+        names += [b for b in plan.bones if b not in names]
+    names.sort(key=lambda n: _depth(ob.data.bones[n]))  # parents before children
+    index = {name: k for k, name in enumerate(names)}
+    data = [ob.data.bones[n] for n in names]
+    ev_bones = [ev.pose.bones[n] for n in names]
+    pose_bones = [ob.pose.bones[n] for n in names]
+    rel = [rest_relative(b) for b in data]
+    base = [base_rotation(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
+    top_parent = parent_matrix(ob, ev, data[0], state)
+
+    pre: dict[str, np.ndarray] = {}
+    for k, bone in enumerate(data):
+        above = top_parent if k == 0 else pre[bone.parent.name]
+        pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], ev_bones[k].scale)
+
+    joints = [pre[n][:3, 3] for n in names]
+    parents = [-1] + [index[b.parent.name] for b in data[1:]]
+    effectors: list[int] = []
+    targets: list[np.ndarray] = []
+    target_frames: list[np.ndarray] = []
+    poles: list[np.ndarray] = []
+    weights: list[float] = []
+    for chain, plan in zip(chains, plans):
+        tip = plan.bones[-1]
+        if chain.match_target_rotation:
+            effector = index[tip]
+        else:
+            joints.append((pre[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3])
+            parents.append(index[tip])
+            effector = len(joints) - 1
+        if effector in effectors:
+            raise ChainError(f"Chains '{chains[effectors.index(effector)].name}' and '{chain.name}' "
+                             "end at the same point")
+        effectors.append(effector)
+        target_world = world_point(chain.target, chain.target_bone, depsgraph, "Target")
+        target_frames.append(state.inv_world @ target_world)
+        targets.append(target_frames[-1][:3, 3])
+        if chain.pole is not None:
+            poles.append((state.inv_world @ world_point(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3])
+        else:
+            poles.append(np.full(3, np.nan))
+        weights.append(chain.weight)
+    tolerance = min(c.tolerance for c in chains) / state.scale
+    try:
+        result = solve_tree(np.array(joints), parents, effectors, np.array(targets), weights=weights,
+                            poles=np.array(poles), rigid=range(len(names)), tolerance=tolerance,
+                            max_iterations=max(c.iterations for c in chains))
+    except ValueError as exc:
+        raise ChainError(str(exc)) from exc
+    solved = result.joints
+
+    # Pull of each joint's subtree, to weigh a branching bone's best-fit rotation.
+    pull = np.zeros(len(joints))
+    for effector, weight in zip(effectors, weights):
+        j = effector
+        while j >= 0:
+            pull[j] += max(weight, 1e-6)
+            j = parents[j]
+    children = {k: [j for j in range(len(joints)) if parents[j] == k] for k in range(len(names))}
+    influence = {n: np.mean([c.influence for c, p in zip(chains, plans) if n in p.bones]) for n in names}
+    matching = {p.bones[-1]: target_frames[i] for i, (c, p) in enumerate(zip(chains, plans))
+                if c.match_target_rotation}
+
+    new: dict[str, np.ndarray] = {}
+    for k, name in enumerate(names):
+        above = top_parent if k == 0 else new[data[k].parent.name]
+        eb = ev_bones[k]
+        head = (above @ rel[k] @ np.array([*eb.location, 1.0]))[:3]
+        m = pre[name].copy()
+        m[:3, 3] = head
+        if name in matching:
+            m[:3, :3] = unit_columns(matching[name]) * np.linalg.norm(pre[name][:3, :3], axis=0)
+        elif children[k]:
+            before = np.array([joints[j] - pre[name][:3, 3] for j in children[k]])
+            after = np.array([solved[j] - head for j in children[k]])
+            m[:3, :3] = _best_turn(before, after, pull[children[k]]) @ pre[name][:3, :3]
+        q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
+        if influence[name] < 1.0:
+            q = base[k].slerp(q, influence[name])
+        adapter.write_rotation(pose_bones[k], q, adapter.read_rotation(pose_bones[k]))
+        new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
+        state.new_matrices[name] = new[name]
+
+    others = {c.name for c in chains}
+    for i, (chain, plan) in enumerate(zip(chains, plans)):
+        tip = plan.bones[-1]
+        end = new[tip][:3, 3] if chain.match_target_rotation else \
+            (new[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3]
+        distance = float(np.linalg.norm(end - targets[i]))
+        set_status(chain, 'REACHED' if distance <= chain.tolerance / state.scale else 'UNREACHABLE', "",
+                   distance * state.scale, result.iterations)
+        label = ", ".join(sorted(others - {chain.name}))
+        if chain.group != label:
+            chain.group = label
+
+
+def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Rotation taking the ``before`` offsets onto the ``after`` offsets: exact for one, best fit for more."""
+    a = before / np.linalg.norm(before, axis=1)[:, None]
+    b = after / np.linalg.norm(after, axis=1)[:, None]
+    if len(a) == 1:
+        return matrix_from_two_vectors(a[0], b[0])
+    # Weighted Kabsch: the rotation minimising sum(w * |R a - b|^2).
+    u, _, vt = np.linalg.svd((a * weights[:, None]).T @ b)
+    d = np.sign(np.linalg.det(vt.T @ u.T))
+    return vt.T @ np.diag([1.0, 1.0, d]) @ u.T

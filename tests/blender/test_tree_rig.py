@@ -1,0 +1,72 @@
+"""Chains that share bones are grouped and solved as one tree in Blender."""
+
+import bpy
+import numpy as np
+from conftest import world_head, world_tail
+from mathutils import Quaternion
+from rigs import add_chain, armature, empty, straightish_chain
+
+
+def torso():
+    return armature("Torso", [
+        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
+        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
+        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False, 0.0),
+        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True, 0.0),
+        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False, 0.0),
+        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True, 0.0),
+    ])
+
+
+def reachable_hands(ob, rng):
+    """Hand positions of a random pose of the rig itself, so both are reachable at once."""
+    for pb in ob.pose.bones:
+        axis = rng.normal(size=3)
+        pb.rotation_quaternion = Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.0, 0.6))
+    bpy.context.view_layer.update()
+    hands = world_tail(ob, "fore.L"), world_tail(ob, "fore.R")
+    for pb in ob.pose.bones:
+        pb.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    return hands
+
+
+def test_two_arms_sharing_the_spine_both_reach():
+    rng = np.random.default_rng(7)
+    reached = 0
+    for _ in range(10):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        ob = torso()
+        left_point, right_point = reachable_hands(ob, rng)
+        left = add_chain(ob, "fore.L", 4, empty("L", left_point))
+        right = add_chain(ob, "fore.R", 4, empty("R", right_point))
+        bpy.context.view_layer.update()
+        assert left.group == "fore.R" and right.group == "fore.L"
+        errors = [np.linalg.norm(world_tail(ob, "fore.L") - left_point),
+                  np.linalg.norm(world_tail(ob, "fore.R") - right_point)]
+        # The panel reports the distance of the pose actually shown.
+        assert abs(left.last_error - errors[0]) < 1e-5 and abs(right.last_error - errors[1]) < 1e-5
+        reached += max(errors) < 1e-3
+    assert reached >= 9
+
+
+def test_chains_that_share_nothing_stay_independent():
+    ob = straightish_chain("Arm", 3)
+    other = straightish_chain("Arm2", 3, location=(3, 0, 0), prefix="c")
+    a = add_chain(ob, "b2", 3, empty("A", (0.5, 0.5, 2.0)))
+    b = add_chain(other, "c2", 3, empty("B", (3.5, 0.5, 2.0)))
+    bpy.context.view_layer.update()
+    assert a.group == "" and b.group == ""
+    assert a.status == b.status == 'REACHED'
+
+
+def test_weight_zero_leaves_the_shared_bones_to_the_other_chain():
+    ob = torso()
+    left_target = empty("L", (0.9, 0.3, 1.3))
+    right_target = empty("R", (-3.0, 0.0, 0.0))  # far away, but weightless
+    left = add_chain(ob, "fore.L", 4, left_target)
+    add_chain(ob, "fore.R", 4, right_target, weight=0.0)
+    bpy.context.view_layer.update()
+    assert left.status == 'REACHED'
+    assert np.linalg.norm(world_tail(ob, "fore.L") - np.array(left_target.location)) < 1e-3
+    assert np.isfinite(world_head(ob, "fore.R")).all()
