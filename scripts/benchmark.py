@@ -95,6 +95,7 @@ def main() -> None:
         if not args.json:
             print_solver(out["solver"])
     if args.what in ("blender", "all"):
+        sys.path.insert(0, str(ROOT / "scripts"))
         import blender_bench
 
         out["blender"] = blender_bench.run()

@@ -1,0 +1,155 @@
+"""Per-frame cost in Blender: no IK (baseline), Blender's IK constraint, and FABRIK IK, side by side.
+
+Each case is built three times in one process with the same animated targets. A frame costs
+``scene.frame_set(f)`` plus ``evaluated_depsgraph_get()`` (what a viewport redraw pays, including
+re-evaluating whatever the handlers wrote); the IK overhead is the median frame time minus the
+baseline's. Reach error is the tip-to-target distance after evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+import time
+
+import bpy
+import numpy as np
+
+import fabrik_addon
+
+FRAMES = list(range(1, 61))
+# (name, armatures, chains per armature, bones per chain, pole)
+CASES = [
+    ("1 x 2 bones, pole", 1, 1, 2, True),
+    ("1 x 10 bones", 1, 1, 10, False),
+    ("1 x 50 bones", 1, 1, 50, False),
+    ("spider 8 x 3", 1, 8, 3, False),
+    ("crowd 100 x 10", 10, 10, 10, False),
+    ("1000 x 3", 10, 100, 3, False),
+]
+
+
+def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> list[tuple]:
+    """Armatures of independent chains (each its own root), targets on circles within reach."""
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = FRAMES[0], FRAMES[-1]
+    length = 1.0 / bones
+    tips = []
+    for a in range(armatures):
+        data = bpy.data.armatures.new(f"Rig{a}")
+        ob = bpy.data.objects.new(f"Rig{a}", data)
+        ob.location = (3.0 * a, 0.0, 0.0)
+        scene.collection.objects.link(ob)
+        bpy.context.view_layer.objects.active = ob
+        bpy.ops.object.mode_set(mode='EDIT')
+        for c in range(chains):
+            x = 0.05 * c
+            previous = None
+            for b in range(bones):
+                eb = data.edit_bones.new(f"c{c}b{b}")
+                bend = 0.02 if b == bones // 2 else 0.0
+                eb.head = (x, 0.0, b * length)
+                eb.tail = (x, bend, (b + 1) * length)
+                if previous is not None:
+                    eb.parent, eb.use_connect = previous, True
+                previous = eb
+        bpy.ops.object.mode_set(mode='OBJECT')
+        for c in range(chains):
+            target = bpy.data.objects.new(f"T{a}_{c}", None)
+            scene.collection.objects.link(target)
+            base = np.array([3.0 * a + 0.05 * c, 0.0, 0.0])
+            for f in FRAMES:
+                t = 2 * math.pi * f / len(FRAMES) + c
+                target.location = tuple(base + np.array([0.45 * math.cos(t), 0.45 * math.sin(t), 0.55]))
+                target.keyframe_insert("location", frame=f)
+            pole_ob = None
+            if pole:
+                pole_ob = bpy.data.objects.new(f"P{a}_{c}", None)
+                pole_ob.location = tuple(base + np.array([0.0, -1.0, 0.5]))
+                scene.collection.objects.link(pole_ob)
+            tip = f"c{c}b{bones - 1}"
+            if kind == "blender":
+                constraint = ob.pose.bones[tip].constraints.new('IK')
+                constraint.target = target
+                constraint.chain_count = bones
+                if pole_ob is not None:
+                    constraint.pole_target = pole_ob
+            elif kind == "fabrik":
+                chain = ob.fabrik.chains.add()
+                chain.name, chain.tip_bone, chain.chain_length = tip, tip, bones
+                chain.target, chain.pole = target, pole_ob
+                chain.solver = 'TWO_BONE' if bones == 2 else 'FABRIK'
+            tips.append((ob, tip, target))
+    return tips
+
+
+def measure(tips: list[tuple]) -> tuple[float, float, float]:
+    """Median seconds per frame, and mean and max reach error over the frames."""
+    scene = bpy.context.scene
+    for f in FRAMES[:5]:  # warm-up
+        scene.frame_set(f)
+        bpy.context.evaluated_depsgraph_get()
+    times, errors = [], []
+    for f in FRAMES:
+        started = time.perf_counter()
+        scene.frame_set(f)
+        depsgraph = bpy.context.evaluated_depsgraph_get()
+        times.append(time.perf_counter() - started)
+        for ob, tip, target in tips:
+            ev = ob.evaluated_get(depsgraph)
+            tail = np.array(ev.matrix_world @ ev.pose.bones[tip].tail)
+            errors.append(float(np.linalg.norm(tail - np.array(target.evaluated_get(depsgraph).matrix_world
+                                                                  .translation))))
+    return float(np.median(times)), float(np.mean(errors)), float(np.max(errors))
+
+
+def idle_cost() -> float:
+    """Microseconds our depsgraph handler spends per update when nothing it reads has changed."""
+    from fabrik_addon import handlers
+
+    scene = bpy.context.scene
+    depsgraph = bpy.context.evaluated_depsgraph_get()
+    handlers.on_depsgraph_update(scene, depsgraph)
+    count = 2000
+    started = time.perf_counter()
+    for _ in range(count):
+        handlers.on_depsgraph_update(scene, depsgraph)
+    return (time.perf_counter() - started) / count * 1e6
+
+
+def run() -> dict:
+    rows = []
+    for name, armatures, chains, bones, pole in CASES:
+        row = {"case": name, "chains": armatures * chains, "bones": bones}
+        for kind in ("none", "blender", "fabrik"):
+            bpy.ops.wm.read_factory_settings(use_empty=True)
+            if kind == "fabrik":
+                fabrik_addon.register()
+            try:
+                tips = build(armatures, chains, bones, pole, kind)
+                seconds, mean_error, max_error = measure(tips)
+                if kind == "fabrik" and name == CASES[-2][0]:
+                    row["idle_us"] = idle_cost()
+            finally:
+                if kind == "fabrik":
+                    fabrik_addon.unregister()
+            row[kind] = {"ms": seconds * 1e3, "mean_error": mean_error, "max_error": max_error}
+        baseline = row["none"]["ms"]
+        for kind in ("blender", "fabrik"):
+            row[kind]["overhead_ms"] = row[kind]["ms"] - baseline
+        row["ratio"] = row["fabrik"]["overhead_ms"] / max(row["blender"]["overhead_ms"], 1e-9)
+        rows.append(row)
+    return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": len(FRAMES),
+            "cases": rows}
+
+
+def print_table(data: dict) -> None:
+    print(f"per-frame IK overhead over no IK ({data['machine']}, {data['frames']} frames, median)")
+    print(f"{'case':20s} {'Blender IK ms':>14s} {'FABRIK IK ms':>13s} {'ratio':>7s} {'Blender max err':>16s} "
+          f"{'FABRIK max err':>15s}")
+    for row in data["cases"]:
+        print(f"{row['case']:20s} {row['blender']['overhead_ms']:14.3f} {row['fabrik']['overhead_ms']:13.3f} "
+              f"{row['ratio']:7.2f} {row['blender']['max_error']:16.2e} {row['fabrik']['max_error']:15.2e}")
+    idle = [row["idle_us"] for row in data["cases"] if "idle_us" in row]
+    if idle:
+        print(f"idle depsgraph handler cost (nothing changed, 100 chains): {idle[0]:.1f} us per update")
