@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import platform
 import time
+from typing import Any
 
 import bpy
 import numpy as np
@@ -120,7 +121,7 @@ def idle_cost() -> float:
 def run() -> dict:
     rows = []
     for name, armatures, chains, bones, pole in CASES:
-        row = {"case": name, "chains": armatures * chains, "bones": bones}
+        row: dict[str, Any] = {"case": name, "chains": armatures * chains, "bones": bones}
         for kind in ("none", "blender", "fabrik"):
             bpy.ops.wm.read_factory_settings(use_empty=True)
             if kind == "fabrik":
