@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 from bpy.props import BoolProperty, FloatProperty, IntProperty
-from mathutils import Quaternion
+from mathutils import Euler, Quaternion
 
 from . import adapter, compat, handlers, rig
 
@@ -43,6 +43,11 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     missing = [chains[i].name for i in chain_indices if i not in plans]
     if missing:
         raise ValueError(f"Cannot bake invalid or disabled chains: {', '.join(missing)}")
+    for i in chain_indices:
+        try:
+            rig.check_references(ob, chains[i], plans[i].bones)
+        except rig.ChainError as error:
+            raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
     bones: list[str] = []
     chain_bones: dict[int, list[str]] = {}
     for i in chain_indices:
@@ -159,11 +164,16 @@ def _write_keys(ob, bones, modes, frames, values, live, all_frames, reduce_toler
 
 
 def _continuous(mode: str, track: np.ndarray) -> np.ndarray:
-    """Quaternions kept in one hemisphere frame to frame (Eulers were written continuous already)."""
+    """Keys continuous frame to frame: quaternions kept in one hemisphere, Eulers as the equivalent
+    angles nearest the previous key (live IK writes channels relative to the pose without IK, so the
+    playback order never changes them; continuity across frames is the bake's job)."""
     if mode == 'QUATERNION':
         for k in range(1, len(track)):
             if track[k] @ track[k - 1] < 0.0:
                 track[k] = -track[k]
+    elif mode != 'AXIS_ANGLE':
+        for k in range(1, len(track)):
+            track[k] = Euler(track[k], mode).to_quaternion().to_euler(mode, Euler(track[k - 1], mode))
     return track
 
 

@@ -1,8 +1,8 @@
 """Frame-change and depsgraph handlers that solve every armature with chains.
 
 Handlers never raise: a failing chain is marked invalid by :mod:`.rig`, anything unexpected is printed.
-Work is skipped when nothing an armature's solve reads has changed (its *fingerprint*), which is also
-how the update caused by our own pose writes is recognised and ignored.
+A frame change always solves. An edit solves the rigs it concerns: a target or pole moved, a rig's
+settings or pose changed, but not the update our own pose write causes (its *echo*).
 """
 
 from __future__ import annotations
@@ -12,18 +12,20 @@ import traceback
 import bpy
 from bpy.app.handlers import persistent
 
-from . import rig
+from . import cache, diagnostics, rig
 
 _busy = False
-_fingerprints: dict[str, tuple] = {}
-_relevant: set[str] = set()
+_echo: set[str] = set()  # armatures whose next update is the one our own write caused
+_relevant: dict[str, set[str]] = {}  # target or pole name -> armatures that read it
 _suspended: set[str] = set()  # armatures whose chains are paused, e.g. while a bake replays its keys
+_force = True
 
 
 def request_solve() -> None:
-    """Forget what was solved so the next update solves every rig again."""
-    _fingerprints.clear()
-    _relevant.clear()
+    """Settings changed: rebuild cached plans and solve every rig at the next update."""
+    global _force
+    _force = True
+    cache.invalidate()
 
 
 def rigs(scene):
@@ -46,53 +48,25 @@ class suspended:
         request_solve()
 
 
-def fingerprint(ob, depsgraph) -> tuple:
-    """Everything one armature's solve reads, as plain values."""
-    ev = ob.evaluated_get(depsgraph)
-    scene = depsgraph.scene
-    parts: list = [scene.frame_current, scene.frame_subframe, tuple(map(tuple, ev.matrix_world))]
-    for chain in ob.fabrik.chains:
-        parts.append((chain.enabled, chain.tip_bone, chain.chain_length, chain.solver, chain.target_bone,
-                      chain.pole_bone, chain.iterations, chain.tolerance, chain.match_target_rotation,
-                      chain.influence, chain.weight))
-        for target in (chain.target, chain.pole):
-            parts.append(None if target is None else (target.name, tuple(map(tuple, target.evaluated_get(
-                depsgraph).matrix_world))))
-        bone = ob.data.bones.get(chain.tip_bone)
-        while bone is not None:
-            pb = ob.pose.bones[bone.name]
-            eb = ev.pose.bones[bone.name]
-            limit = pb.fabrik_limit
-            parts.append((tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.rotation_axis_angle),
-                          pb.rotation_mode, tuple(pb.fabrik_base.rotation), tuple(eb.location), tuple(eb.scale),
-                          tuple(eb.rotation_quaternion), tuple(eb.rotation_euler), limit.mode, limit.cone_left,
-                          limit.cone_right, limit.cone_up, limit.cone_down, limit.hinge_min, limit.hinge_max))
-            bone = bone.parent
-        for target, name in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
-            if target is not None and target.type == 'ARMATURE' and name and name in target.pose.bones:
-                parts.append(tuple(map(tuple, target.evaluated_get(depsgraph).pose.bones[name].matrix)))
-    return tuple(parts)
-
-
-def solve_scene(scene, depsgraph) -> None:
-    """Solve every rig in ``scene`` whose inputs changed since its last solve."""
-    global _busy
+def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
+    """Solve the rigs of ``scene`` (or only those named) and remember what each one reads."""
+    global _busy, _force
     if _busy:
         return
     _busy = True
     try:
-        relevant = set()
+        relevant: dict[str, set[str]] = {}
         for ob in rigs(scene):
-            relevant.add(ob.name)
             for chain in ob.fabrik.chains:
-                relevant.update(t.name for t in (chain.target, chain.pole) if t is not None)
-            before = fingerprint(ob, depsgraph)
-            if _fingerprints.get(ob.name) == before:
-                continue
-            rig.solve_armature(ob, depsgraph)
-            _fingerprints[ob.name] = fingerprint(ob, depsgraph)
+                for target in (chain.target, chain.pole):
+                    if target is not None:
+                        relevant.setdefault(target.name, set()).add(ob.name)
+            if only is None or ob.name in only:
+                rig.solve_armature(ob, depsgraph)
+                _echo.add(ob.name)
         _relevant.clear()
         _relevant.update(relevant)
+        _force = False
     except Exception:  # a handler must never raise into Blender
         traceback.print_exc()
     finally:
@@ -108,24 +82,34 @@ def on_frame_change(scene, depsgraph) -> None:
 def on_depsgraph_update(scene, depsgraph) -> None:
     if _busy:
         return
-    if not _relevant:
+    if _force:
         solve_scene(scene, depsgraph)
         return
+    echo = set(_echo)
+    _echo.clear()
+    wanted: set[str] = set()
     for update in depsgraph.updates:
         data = update.id
-        if isinstance(data, bpy.types.Armature):
-            request_solve()
-            break
-        if isinstance(data, bpy.types.Object) and data.name in _relevant:
-            break
-    else:
-        return
-    solve_scene(scene, depsgraph)
+        if isinstance(data, bpy.types.Armature | bpy.types.Action):
+            request_solve()  # bones or keys changed: cached rest data and keyed channels are stale
+            solve_scene(scene, depsgraph)
+            return
+        if not isinstance(data, bpy.types.Object):
+            continue
+        name = data.name
+        if name in _relevant and update.is_updated_transform:
+            wanted |= _relevant[name]
+        if data.type == 'ARMATURE' and name not in echo and (update.is_updated_transform
+                                                             or update.is_updated_geometry):
+            wanted.add(name)
+    if wanted:
+        solve_scene(scene, depsgraph, only=wanted)
 
 
 @persistent
 def on_file_change(*_args) -> None:
     request_solve()
+    diagnostics.clear()
 
 
 HANDLERS = (

@@ -16,6 +16,8 @@ from bpy.props import (
     StringProperty,
 )
 
+from . import diagnostics
+
 
 def _changed(self, context) -> None:
     """Any setting that changes the result asks the handlers to solve again."""
@@ -39,6 +41,28 @@ def _rig_enabled_changed(self, context) -> None:
     if not self.enabled:
         rig.release(self.id_data, list(self.chains))
     _changed(self, context)
+
+
+# Read-only results of the last solve. Named functions, not lambdas: Blender evaluates these postponed
+# annotations from strings, and a lambda made there cannot see this module's names when it runs.
+def _get_status(self) -> int:
+    return diagnostics.STATUSES.index(diagnostics.of(self).status)
+
+
+def _get_message(self) -> str:
+    return diagnostics.of(self).message
+
+
+def _get_error(self) -> float:
+    return diagnostics.of(self).error
+
+
+def _get_iterations(self) -> int:
+    return diagnostics.of(self).iterations
+
+
+def _get_group(self) -> str:
+    return diagnostics.of(self).group
 
 
 class FabrikJointLimit(bpy.types.PropertyGroup):
@@ -155,7 +179,7 @@ class FabrikChain(bpy.types.PropertyGroup):
         name="Weight", description="Pull of this chain where chains share bones (solved together as a tree)",
         min=0.0, max=1.0, default=1.0, subtype='FACTOR', update=_changed,
     )
-    # Diagnostics written by the solver for the panel; not user settings.
+    # Results of the last solve, for the panel and scripts: read-only, kept outside Blender data.
     status: EnumProperty(  # type: ignore[valid-type]
         name="Status", description="Outcome of the last solve",
         items=(
@@ -164,21 +188,23 @@ class FabrikChain(bpy.types.PropertyGroup):
             ('UNREACHABLE', "Unreachable", "The target is out of reach; the chain gets as close as it can"),
             ('INVALID', "Invalid", "The chain cannot be solved; see the message"),
         ),
-        default='NONE', options={'SKIP_SAVE'},
+        get=_get_status,
     )
     message: StringProperty(  # type: ignore[valid-type]
-        name="Message", description="Why the chain is invalid, if it is", options={'SKIP_SAVE'},
+        name="Message", description="Why the chain is invalid, if it is",
+        get=_get_message,
     )
     last_error: FloatProperty(  # type: ignore[valid-type]
         name="Distance", description="Distance from the tip to the target after the last solve",
-        subtype='DISTANCE', options={'SKIP_SAVE'},
+        subtype='DISTANCE', get=_get_error,
     )
     last_iterations: IntProperty(  # type: ignore[valid-type]
-        name="Iterations Used", description="FABRIK passes used by the last solve", options={'SKIP_SAVE'},
+        name="Iterations Used", description="FABRIK passes used by the last solve",
+        get=_get_iterations,
     )
     group: StringProperty(  # type: ignore[valid-type]
         name="Group", description="Chains sharing bones with this one, solved together as a tree",
-        options={'SKIP_SAVE'},
+        get=_get_group,
     )
     bake_max_error: FloatProperty(  # type: ignore[valid-type]
         name="Bake Max Error", description="Largest distance between live IK and baked pose in the last bake",

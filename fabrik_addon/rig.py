@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from mathutils import Quaternion
 
-from . import adapter, compat
-from .solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
+from . import adapter, cache, diagnostics
+from .solver import ChainLimits, ConeLimit, HingeLimit
 from .solver.rotations import matrix_from_two_vectors
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
@@ -40,6 +40,7 @@ class RigState:
     inv_world: np.ndarray
     scale: float
     animated: set[tuple[str, int]]
+    depsgraph: object
     new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
 
 
@@ -61,16 +62,29 @@ def chain_bones(ob, chain) -> list[str]:
 
 
 def plan_chains(ob) -> list[ChainPlan]:
-    """Validate every enabled chain (marking invalid ones) and order the rest parents first."""
-    plans = []
+    """Validate every enabled chain's bones (marking invalid ones) and order the rest parents first.
+
+    Cached until chain settings change: only the checks that depend on nothing else live here;
+    targets and poles are checked at every solve (:func:`check_references`).
+    """
+    rig_cache = cache.get(ob)
+    key = (cache.generation(), len(ob.fabrik.chains))
+    if key not in rig_cache.plans:
+        rig_cache.plans = {key: _plan_chains(ob)}
+    plans, invalid = rig_cache.plans[key]
+    chains = ob.fabrik.chains
+    for index, message in invalid:
+        set_status(chains[index], 'INVALID', message)
+    return plans
+
+
+def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
+    plans, invalid = [], []
     for index, chain in enumerate(ob.fabrik.chains):
         if not chain.enabled:
-            set_status(chain, 'NONE')
             continue
         try:
             bones = chain_bones(ob, chain)
-            check_reference(ob, chain, bones, chain.target, chain.target_bone, "Target", required=True)
-            check_reference(ob, chain, bones, chain.pole, chain.pole_bone, "Pole", required=False)
             if chain.solver == 'TWO_BONE' and len(solved_bones(chain, bones)) != 2:
                 raise ChainError(f"The Two-Bone solver needs exactly 2 bones to place, this chain has "
                                  f"{len(solved_bones(chain, bones))}")
@@ -78,7 +92,7 @@ def plan_chains(ob) -> list[ChainPlan]:
                 if not ob.data.bones[name].use_inherit_rotation:
                     raise ChainError(f"Bone '{name}' does not inherit its parent's rotation")
         except ChainError as error:
-            set_status(chain, 'INVALID', str(error))
+            invalid.append((index, str(error)))
             continue
         depth = 0
         parent = ob.data.bones[bones[0]].parent
@@ -87,7 +101,13 @@ def plan_chains(ob) -> list[ChainPlan]:
             parent = parent.parent
         plans.append(ChainPlan(index, bones, depth))
     plans.sort(key=lambda plan: plan.depth)
-    return plans
+    return plans, invalid
+
+
+def check_references(ob, chain, bones: list[str]) -> None:
+    """Target and pole: set, existing, and not moved by the chain itself."""
+    check_reference(ob, chain, bones, chain.target, chain.target_bone, "Target", required=True)
+    check_reference(ob, chain, bones, chain.pole, chain.pole_bone, "Pole", required=False)
 
 
 def solved_bones(chain, bones: list[str]) -> list[str]:
@@ -114,15 +134,7 @@ def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: 
 
 
 def set_status(chain, status: str, message: str = "", error: float = 0.0, iterations: int = 0) -> None:
-    """Write diagnostics only when they change, so the panel's data does not churn every frame."""
-    if chain.status != status:
-        chain.status = status
-    if chain.message != message:
-        chain.message = message
-    if abs(chain.last_error - error) > 1e-12:
-        chain.last_error = error
-    if chain.last_iterations != iterations:
-        chain.last_iterations = iterations
+    diagnostics.record(chain, status, message, error, iterations)
 
 
 def world_point(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
@@ -143,17 +155,11 @@ def rig_state(ob, depsgraph) -> RigState:
     det = np.linalg.det(world[:3, :3])
     if not np.isfinite(world).all() or det <= 0.0 or np.ptp(axes) > SCALE_TOLERANCE * axes.max():
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    animated = set()
-    for fcurve in compat.animated_fcurves(ob):
-        animated.add((fcurve.data_path, fcurve.array_index))
-    if ob.animation_data is not None:
-        for fcurve in ob.animation_data.drivers:
-            animated.add((fcurve.data_path, fcurve.array_index))
-    return RigState(world, np.linalg.inv(world), float(axes.mean()), animated)
+    return RigState(world, np.linalg.inv(world), float(axes.mean()), cache.get(ob).animated_paths, depsgraph)
 
 
-def base_rotation(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> Quaternion:
-    """The bone's rotation without IK: keyed or driven channels as evaluated, the others as stored.
+def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
+    """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored.
 
     Never the previous IK output, so the pose at a frame depends only on that frame's inputs.
     """
@@ -161,8 +167,12 @@ def base_rotation(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> 
     path = f'pose.bones["{pose_bone.name}"].{adapter.rotation_path(mode)}'
     stored = stored_channels(pose_bone)
     current = adapter.read_rotation(evaluated_bone)
-    values = [current[i] if (path, i) in animated else stored[i] for i in range(len(current))]
-    return adapter.quaternion_from_channels(mode, values)
+    return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
+
+
+def base_rotation(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> Quaternion:
+    return adapter.quaternion_from_channels(pose_bone.rotation_mode,
+                                            base_channels(pose_bone, evaluated_bone, animated))
 
 
 def stored_channels(pose_bone) -> tuple[float, ...]:
@@ -179,6 +189,10 @@ def capture_base(pose_bone) -> None:
     q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
     pose_bone.fabrik_base.rotation = tuple(q)
     pose_bone.fabrik_base.captured = True
+    rig_cache = cache._caches.get(pose_bone.id_data.name)
+    if rig_cache is not None and pose_bone.name in rig_cache.index:
+        i = rig_cache.index[pose_bone.name]
+        rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
 
 
 def restore_base(pose_bone) -> None:
@@ -286,8 +300,17 @@ def unit_columns(matrix: np.ndarray) -> np.ndarray:
 
 
 def solve_armature(ob, depsgraph) -> None:
-    """Solve every enabled chain of armature object ``ob`` and write its bones' rotations."""
+    """Solve every enabled chain of armature object ``ob`` and write its bones' rotations.
+
+    Chains under no other chain's bones go through one batched pass; chains below another chain and
+    chains sharing bones (trees) follow, parents first, each seeing the poses already written.
+    """
+    from . import rig_batch, rig_tree
+
     chains = ob.fabrik.chains
+    for chain in chains:
+        if not chain.enabled:
+            set_status(chain, 'NONE')
     try:
         state = rig_state(ob, depsgraph)
     except ChainError as error:
@@ -295,16 +318,28 @@ def solve_armature(ob, depsgraph) -> None:
             if chain.enabled:
                 set_status(chain, 'INVALID', str(error))
         return
-    from . import rig_tree
-
     ev = ob.evaluated_get(depsgraph)
-    for group in rig_tree.group_plans(plan_chains(ob)):
+    rig_cache = cache.get(ob)
+    plans = plan_chains(ob)
+    moved = {bone for plan in plans for bone in plan.bones}
+    free, later = [], []
+    for group in rig_tree.group_plans(plans):
+        names = ", ".join(chains[p.index].name for p in group)
+        for plan in group:
+            chain = chains[plan.index]
+            others = ", ".join(n for n in names.split(", ") if n != chain.name) if len(group) > 1 else ""
+            diagnostics.set_group(chain, others)
+        if len(group) == 1 and not _below(ob, group[0], moved):
+            free.append((chains[group[0].index], group[0]))
+        else:
+            later.append(group)
+    if free:
+        rig_batch.solve_standalone(ob, ev, free, state, depsgraph, rig_cache)
+    for group in later:
         try:
             if len(group) == 1:
-                chain = chains[group[0].index]
-                if chain.group:
-                    chain.group = ""
-                solve_one(ob, ev, chain, group[0], state, depsgraph)
+                rig_batch.solve_standalone(ob, ev, [(chains[group[0].index], group[0])], state, depsgraph,
+                                           rig_cache)
             else:
                 rig_tree.solve_group(ob, ev, [chains[p.index] for p in group], group, state, depsgraph)
         except ChainError as error:
@@ -312,81 +347,11 @@ def solve_armature(ob, depsgraph) -> None:
                 set_status(chains[plan.index], 'INVALID', str(error))
 
 
-def solve_one(ob, ev, chain, plan: ChainPlan, state: RigState, depsgraph) -> None:
-    bones = plan.bones
-    data_bones = [ob.data.bones[name] for name in bones]
-    rel = [rest_relative(b) for b in data_bones]
-    pose_bones = [ob.pose.bones[name] for name in bones]
-    ev_bones = [ev.pose.bones[name] for name in bones]
-    base = [base_rotation(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
-    parent = parent_matrix(ob, ev, data_bones[0], state)
-
-    # Pre-IK pose: the chain as it would be without IK this frame.
-    pre = []
-    matrix = parent
-    for k, eb in enumerate(ev_bones):
-        matrix = matrix @ rel[k] @ adapter.basis_matrix(eb.location, base[k], eb.scale)
-        pre.append(matrix)
-    tip_tail = pre[-1] @ np.array([0.0, data_bones[-1].length, 0.0, 1.0])
-    placed = solved_bones(chain, bones)
-    n = len(placed)
-    heads = [m[:3, 3] for m in pre]
-    joints = np.array(heads[: n + 1] if n < len(bones) else heads + [tip_tail[:3]])
-    seg = np.linalg.norm(np.diff(joints, axis=0), axis=1)
-    if n and (seg <= ZERO_LENGTH * max(1.0, float(seg.max()))).any():
-        raise ChainError(f"Bone '{placed[int(np.argmin(seg))]}' has zero length")
-
-    target_world = world_point(chain.target, chain.target_bone, depsgraph, "Target")
-    target = (state.inv_world @ target_world[:, 3])[:3]
-    pole = None
-    if chain.pole is not None:
-        pole = (state.inv_world @ world_point(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3]
-
-    if n:
-        limits = limits_for(ob, placed, bones, pre, joints, parent)
-        tolerance = chain.tolerance / state.scale
-        try:
-            if chain.solver == 'TWO_BONE':
-                result = solve_two_bone(joints, target, pole=pole, tolerance=tolerance, limits=limits,
-                                        max_iterations=chain.iterations)
-            else:
-                result = solve_chain(joints, target, pole=pole, tolerance=tolerance,
-                                     max_iterations=chain.iterations, limits=limits)
-        except ValueError as exc:
-            raise ChainError(str(exc)) from exc
-        solved, distance, iterations, reached = result.joints, result.error, result.iterations, result.reached
-    else:
-        solved, distance, iterations = joints, float(np.linalg.norm(joints[0] - target)), 0
-        reached = distance <= chain.tolerance / state.scale
-
-    # Full-IK armature-space matrices: each placed bone turned by its segment's from-to rotation.
-    ik = []
-    for k in range(n):
-        before = joints[k + 1] - joints[k]
-        after = solved[k + 1] - solved[k]
-        turn = matrix_from_two_vectors(before / np.linalg.norm(before), after / np.linalg.norm(after))
-        m = pre[k].copy()
-        m[:3, :3] = turn @ pre[k][:3, :3]
-        m[:3, 3] = solved[k]
-        ik.append(m)
-    if n < len(bones):  # the tip takes the target's orientation, keeping its own scale
-        m = pre[-1].copy()
-        scale = np.linalg.norm(pre[-1][:3, :3], axis=0)
-        m[:3, :3] = unit_columns(state.inv_world @ target_world) * scale
-        m[:3, 3] = solved[-1] if n else pre[-1][:3, 3]
-        ik.append(m)
-
-    # Local rotations, blended with the pose without IK by influence, then written.
-    influence = chain.influence
-    parent_ik, parent_new = parent, parent
-    for k, pb in enumerate(pose_bones):
-        local = np.linalg.inv(parent_ik @ rel[k]) @ ik[k]
-        q = adapter.rotation_of(local)
-        if influence < 1.0:
-            q = base[k].slerp(q, influence)
-        adapter.write_rotation(pb, q, adapter.read_rotation(pb))
-        eb = ev_bones[k]
-        parent_new = parent_new @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
-        state.new_matrices[bones[k]] = parent_new
-        parent_ik = ik[k]
-    set_status(chain, 'REACHED' if reached else 'UNREACHABLE', "", distance * state.scale, iterations)
+def _below(ob, plan: ChainPlan, moved: set[str]) -> bool:
+    """Whether any ancestor of the chain's root is moved by another chain."""
+    bone = ob.data.bones[plan.bones[0]].parent
+    while bone is not None:
+        if bone.name in moved:
+            return True
+        bone = bone.parent
+    return False

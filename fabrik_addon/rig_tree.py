@@ -9,7 +9,8 @@ from .rig import (
     ChainError,
     ChainPlan,
     RigState,
-    base_rotation,
+    base_channels,
+    check_references,
     parent_matrix,
     rest_relative,
     set_status,
@@ -54,7 +55,10 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
     ev_bones = [ev.pose.bones[n] for n in names]
     pose_bones = [ob.pose.bones[n] for n in names]
     rel = [rest_relative(b) for b in data]
-    base = [base_rotation(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
+    for chain, plan in zip(chains, plans):
+        check_references(ob, chain, plan.bones)
+    channels = [base_channels(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
+    base = [adapter.quaternion_from_channels(pb.rotation_mode, c) for pb, c in zip(pose_bones, channels)]
     top_parent = parent_matrix(ob, ev, data[0], state)
 
     pre: dict[str, np.ndarray] = {}
@@ -126,11 +130,10 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
         q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
         if influence[name] < 1.0:
             q = base[k].slerp(q, influence[name])
-        adapter.write_rotation(pose_bones[k], q, adapter.read_rotation(pose_bones[k]))
+        adapter.write_rotation(pose_bones[k], q, channels[k])
         new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
         state.new_matrices[name] = new[name]
 
-    others = {c.name for c in chains}
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         tip = plan.bones[-1]
         end = new[tip][:3, 3] if chain.match_target_rotation else \
@@ -138,9 +141,6 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
         distance = float(np.linalg.norm(end - targets[i]))
         set_status(chain, 'REACHED' if distance <= chain.tolerance / state.scale else 'UNREACHABLE', "",
                    distance * state.scale, result.iterations)
-        label = ", ".join(sorted(others - {chain.name}))
-        if chain.group != label:
-            chain.group = label
 
 
 def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -116,3 +116,30 @@ def quaternion_from_matrix(m: np.ndarray) -> np.ndarray:
     q = np.choose(k[..., None], cand)
     q /= np.linalg.norm(q, axis=-1, keepdims=True)
     return np.where(q[..., :1] < 0.0, -q, q)
+
+
+def matrices_from_quaternions(q: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(..., 3, 3)`` of wxyz quaternions ``(..., 4)`` (normalised first)."""
+    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return np.stack([
+        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+    ], -2)
+
+
+def slerp_quaternions(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Spherical interpolation from unit quaternions ``a`` to ``b`` (``(..., 4)``) by ``t`` (``(...)``),
+    along the shorter arc."""
+    dot = np.einsum("...i,...i->...", a, b)
+    b = np.where(dot[..., None] < 0.0, -b, b)
+    dot = np.abs(dot)
+    theta = np.arccos(np.clip(dot, -1.0, 1.0))
+    sin = np.sin(theta)
+    near = sin < 1e-9
+    safe = np.where(near, 1.0, sin)
+    wa = np.where(near, 1.0 - t, np.sin((1.0 - t) * theta) / safe)
+    wb = np.where(near, t, np.sin(t * theta) / safe)
+    out = wa[..., None] * a + wb[..., None] * b
+    return out / np.linalg.norm(out, axis=-1, keepdims=True)

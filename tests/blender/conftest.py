@@ -6,7 +6,6 @@ import sys
 from pathlib import Path
 
 import bpy
-import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -26,14 +25,3 @@ def addon():
 def factory_settings():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     yield
-
-
-def world_tail(ob, bone: str) -> np.ndarray:
-    """Evaluated world-space tail of ``bone``: what the viewport and renders show now."""
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    return np.array(ev.matrix_world @ ev.pose.bones[bone].tail)
-
-
-def world_head(ob, bone: str) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    return np.array(ev.matrix_world @ ev.pose.bones[bone].head)

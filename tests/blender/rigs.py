@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import bpy
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def armature(name: str, bones: list[tuple], location=(0.0, 0.0, 0.0)):
@@ -62,3 +67,14 @@ def key_path(ob, points: list[tuple], frames: list[int]):
     for point, frame in zip(points, frames):
         ob.location = point
         ob.keyframe_insert("location", frame=frame)
+
+
+def world_tail(ob, bone: str) -> np.ndarray:
+    """Evaluated world-space tail of ``bone``: what the viewport and renders show now."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array(ev.matrix_world @ ev.pose.bones[bone].tail)
+
+
+def world_head(ob, bone: str) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array(ev.matrix_world @ ev.pose.bones[bone].head)

@@ -2,8 +2,7 @@
 
 import bpy
 import numpy as np
-from conftest import world_tail
-from rigs import add_chain, armature, empty, straightish_chain
+from rigs import add_chain, armature, empty, straightish_chain, world_tail
 
 
 def two_chain_rig():

@@ -6,8 +6,7 @@ import sys
 import bpy
 import numpy as np
 import pytest
-from conftest import ROOT, world_tail
-from rigs import add_chain, empty, key_path, straightish_chain
+from rigs import ROOT, add_chain, empty, key_path, straightish_chain, world_tail
 
 from fabrik_addon import compat
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import ROOT
+from rigs import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_extension  # noqa: E402

@@ -6,8 +6,7 @@ import random
 import bpy
 import numpy as np
 import pytest
-from conftest import world_head, world_tail
-from rigs import add_chain, armature, empty, key_path, straightish_chain
+from rigs import add_chain, armature, empty, key_path, straightish_chain, world_head, world_tail
 
 PATH = [(1.0, 0.5, 2.5), (0.5, -1.0, 2.0), (-1.0, 1.0, 3.0), (0.2, 0.3, 1.0), (1.5, 1.5, 1.5)]
 FRAMES = [1, 10, 20, 30, 40]

@@ -2,9 +2,8 @@
 
 import bpy
 import numpy as np
-from conftest import world_head, world_tail
 from mathutils import Quaternion
-from rigs import add_chain, armature, empty, straightish_chain
+from rigs import add_chain, armature, empty, straightish_chain, world_head, world_tail
 
 
 def torso():

@@ -1,0 +1,109 @@
+"""What does not change from frame to frame, per armature, as numpy arrays keyed by names.
+
+Cleared on file load, undo, armature edits and any change of chain settings; never holds bpy objects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from . import adapter, compat
+
+
+@dataclass
+class RigCache:
+    """Rest data of one armature's bones, in ``pose.bones`` order."""
+
+    names: list[str]
+    index: dict[str, int]
+    parents: np.ndarray  # (B,) parent bone index, -1 for root bones
+    rel: np.ndarray  # (B, 4, 4) rest matrix relative to the parent's rest matrix
+    lengths: np.ndarray  # (B,)
+    modes: list[str]
+    quaternion: np.ndarray  # (B,) bool: rotation mode QUATERNION
+    stored: np.ndarray  # (B, 4) stored base rotation (wxyz), identity where none was captured
+    captured: np.ndarray  # (B,) bool
+    animated: np.ndarray  # (B, 4) bool: rotation channel components keyed or driven
+    animated_paths: set[tuple[str, int]]
+    action_key: tuple
+    plans: dict = field(default_factory=dict)  # chain plans by settings generation
+
+
+_caches: dict[str, RigCache] = {}
+_generation = 0
+
+
+def generation() -> int:
+    """Bumped whenever chain settings change, so cached chain plans are rebuilt."""
+    return _generation
+
+
+def invalidate() -> None:
+    global _generation
+    _caches.clear()
+    _generation += 1
+
+
+def action_key(ob) -> tuple:
+    adt = ob.animation_data
+    if adt is None:
+        return (None, 0, 0)
+    return (adt.action.name if adt.action else None, len(compat.animated_fcurves(ob)), len(adt.drivers))
+
+
+def get(ob) -> RigCache:
+    """The cache of armature object ``ob``, built on first use or after the action changed."""
+    key = action_key(ob)
+    cache = _caches.get(ob.name)
+    if cache is None or len(cache.names) != len(ob.pose.bones):
+        cache = _caches[ob.name] = _build(ob, key)
+    elif cache.action_key != key:
+        cache.animated, cache.animated_paths = _animated(ob, cache)
+        cache.action_key = key
+    return cache
+
+
+def _build(ob, key: tuple) -> RigCache:
+    bones = ob.data.bones
+    names = [pb.name for pb in ob.pose.bones]
+    index = {name: i for i, name in enumerate(names)}
+    count = len(names)
+    local = np.empty(16 * count, dtype=np.float32)
+    bones.foreach_get("matrix_local", local)
+    by_bone = {b.name: k for k, b in enumerate(bones)}
+    order = [by_bone[name] for name in names]
+    # Blender stores these matrices as float32, so the bulk read loses nothing; flat column-major.
+    local64 = local.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)[order]
+    parents = np.array([index[bones[name].parent.name] if bones[name].parent else -1 for name in names])
+    rel = local64.copy()
+    has_parent = parents >= 0
+    rel[has_parent] = np.linalg.inv(local64[parents[has_parent]]) @ local64[has_parent]
+    lengths = np.array([bones[name].length for name in names])
+    modes = [pb.rotation_mode for pb in ob.pose.bones]
+    stored = np.tile([1.0, 0.0, 0.0, 0.0], (count, 1))
+    captured = np.zeros(count, dtype=bool)
+    for i, pb in enumerate(ob.pose.bones):
+        if pb.fabrik_base.captured:
+            stored[i] = pb.fabrik_base.rotation
+            captured[i] = True
+    cache = RigCache(names, index, parents, rel, lengths, modes, np.array([m == 'QUATERNION' for m in modes]),
+                     stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
+    cache.animated, cache.animated_paths = _animated(ob, cache)
+    return cache
+
+
+def _animated(ob, cache: RigCache) -> tuple[np.ndarray, set[tuple[str, int]]]:
+    paths = set()
+    for fcurve in compat.animated_fcurves(ob):
+        paths.add((fcurve.data_path, fcurve.array_index))
+    if ob.animation_data is not None:
+        for fcurve in ob.animation_data.drivers:
+            paths.add((fcurve.data_path, fcurve.array_index))
+    mask = np.zeros((len(cache.names), 4), dtype=bool)
+    for i, (name, mode) in enumerate(zip(cache.names, cache.modes)):
+        prefix = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        for k in range(4):
+            mask[i, k] = (prefix, k) in paths
+    return mask, paths
