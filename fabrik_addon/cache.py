@@ -28,6 +28,7 @@ class RigCache:
     animated: np.ndarray  # (B, 4) bool: rotation channel components keyed or driven
     animated_paths: set[tuple[str, int]]
     action_key: tuple
+    limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
 
 
@@ -91,6 +92,7 @@ def _build(ob, key: tuple) -> RigCache:
     cache = RigCache(names, index, parents, rel, lengths, modes, np.array([m == 'QUATERNION' for m in modes]),
                      stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
     cache.animated, cache.animated_paths = _animated(ob, cache)
+    cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
     return cache
 
 

@@ -56,14 +56,16 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
     _busy = True
     try:
         relevant: dict[str, set[str]] = {}
+        todo = []
         for ob in rigs(scene):
             for chain in ob.fabrik.chains:
                 for target in (chain.target, chain.pole):
                     if target is not None:
                         relevant.setdefault(target.name, set()).add(ob.name)
             if only is None or ob.name in only:
-                rig.solve_armature(ob, depsgraph)
-                _echo.add(ob.name)
+                todo.append(ob)
+        rig.solve_armatures(todo, depsgraph)
+        _echo.update(ob.name for ob in todo)
         _relevant.clear()
         _relevant.update(relevant)
         _force = False

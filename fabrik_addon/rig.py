@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from mathutils import Quaternion
+from mathutils import Matrix, Quaternion, Vector
 
 from . import adapter, cache, diagnostics
 from .solver import ChainLimits, ConeLimit, HingeLimit
@@ -38,6 +40,7 @@ class RigState:
 
     world: np.ndarray
     inv_world: np.ndarray
+    inv_world_m: Matrix  # the same as a mathutils Matrix, for cheap single-point transforms
     scale: float
     animated: set[tuple[str, int]]
     depsgraph: object
@@ -61,21 +64,51 @@ def chain_bones(ob, chain) -> list[str]:
     return names[::-1]
 
 
+@dataclass
+class Layout:
+    """How an armature's chains are solved: cached until chain settings or bones change."""
+
+    plans: list[ChainPlan]
+    invalid: list[tuple[int, str]]
+    free: list[ChainPlan]  # standalone chains under no other chain: one batched pass
+    rest: list[list[ChainPlan]]  # chains below other chains, and trees: parents first
+    labels: dict[int, str]  # chain index -> names of the chains it is solved together with
+
+
 def plan_chains(ob) -> list[ChainPlan]:
     """Validate every enabled chain's bones (marking invalid ones) and order the rest parents first.
 
     Cached until chain settings change: only the checks that depend on nothing else live here;
     targets and poles are checked at every solve (:func:`check_references`).
     """
+    return layout(ob).plans
+
+
+def layout(ob) -> Layout:
+    from . import rig_tree
+
     rig_cache = cache.get(ob)
     key = (cache.generation(), len(ob.fabrik.chains))
     if key not in rig_cache.plans:
-        rig_cache.plans = {key: _plan_chains(ob)}
-    plans, invalid = rig_cache.plans[key]
+        plans, invalid = _plan_chains(ob)
+        chains = ob.fabrik.chains
+        moved = {bone for plan in plans for bone in plan.bones}
+        free, rest, labels = [], [], {}
+        for group in rig_tree.group_plans(plans):
+            for plan in group:
+                labels[plan.index] = ", ".join(chains[p.index].name for p in group if p is not plan)
+            if len(group) == 1 and not _below(ob, group[0], moved):
+                free.append(group[0])
+            else:
+                rest.append(group)
+        rig_cache.plans = {key: Layout(plans, invalid, free, rest, labels)}
+        for index, label in labels.items():
+            diagnostics.set_group(chains[index], label)
+    result: Layout = rig_cache.plans[key]
     chains = ob.fabrik.chains
-    for index, message in invalid:
+    for index, message in result.invalid:
         set_status(chains[index], 'INVALID', message)
-    return plans
+    return result
 
 
 def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
@@ -137,6 +170,21 @@ def set_status(chain, status: str, message: str = "", error: float = 0.0, iterat
     diagnostics.record(chain, status, message, error, iterations)
 
 
+def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
+    """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
+
+    The cheap read for every chain, every frame; :func:`world_point` gives the whole matrix.
+    """
+    ev = target.evaluated_get(depsgraph)
+    if target.type == 'ARMATURE' and bone_name:
+        point = ev.matrix_world @ ev.pose.bones[bone_name].head
+    else:
+        point = ev.matrix_world.translation
+    if not all(math.isfinite(c) and abs(c) <= FAR_AWAY for c in point):
+        raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
+    return point
+
+
 def world_point(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
     ev = target.evaluated_get(depsgraph)
@@ -149,13 +197,19 @@ def world_point(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
 
 
 def rig_state(ob, depsgraph) -> RigState:
-    ev = ob.evaluated_get(depsgraph)
-    world = adapter.matrix_to_np(ev.matrix_world)
-    axes = np.linalg.norm(world[:3, :3], axis=0)
-    det = np.linalg.det(world[:3, :3])
-    if not np.isfinite(world).all() or det <= 0.0 or np.ptp(axes) > SCALE_TOLERANCE * axes.max():
+    """The armature's world transform this frame; raises for a scale the solve cannot honour.
+
+    mathutils, not numpy, for these 4x4 operations: one call each instead of several.
+    """
+    world_m = ob.evaluated_get(depsgraph).matrix_world.copy()
+    axes = world_m.to_scale()
+    det = world_m.to_3x3().determinant()
+    finite = all(math.isfinite(c) for row in world_m for c in row)
+    if not finite or det <= 0.0 or max(axes) - min(axes) > SCALE_TOLERANCE * max(axes):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    return RigState(world, np.linalg.inv(world), float(axes.mean()), cache.get(ob).animated_paths, depsgraph)
+    inv_m = world_m.inverted()
+    return RigState(np.array(world_m), np.array(inv_m), inv_m, float(sum(axes) / 3.0),
+                    cache.get(ob).animated_paths, depsgraph)
 
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
@@ -300,51 +354,57 @@ def unit_columns(matrix: np.ndarray) -> np.ndarray:
 
 
 def solve_armature(ob, depsgraph) -> None:
-    """Solve every enabled chain of armature object ``ob`` and write its bones' rotations.
+    """Solve every enabled chain of armature object ``ob`` and write its bones' rotations."""
+    solve_armatures([ob], depsgraph)
 
-    Chains under no other chain's bones go through one batched pass; chains below another chain and
-    chains sharing bones (trees) follow, parents first, each seeing the poses already written.
+
+def solve_armatures(obs, depsgraph) -> None:
+    """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
+
+    Chains under no other chain's bones are prepared for all armatures first, so those of equal shape
+    share one batched solve; chains below another chain and chains sharing bones (trees) follow,
+    parents first, each seeing the poses already written.
     """
     from . import rig_batch, rig_tree
 
-    chains = ob.fabrik.chains
-    for chain in chains:
-        if not chain.enabled:
-            set_status(chain, 'NONE')
-    try:
-        state = rig_state(ob, depsgraph)
-    except ChainError as error:
+    requests: rig_batch.Requests = defaultdict(list)
+    pending, later = [], []
+    for ob in obs:
+        chains = ob.fabrik.chains
         for chain in chains:
-            if chain.enabled:
-                set_status(chain, 'INVALID', str(error))
-        return
-    ev = ob.evaluated_get(depsgraph)
-    rig_cache = cache.get(ob)
-    plans = plan_chains(ob)
-    moved = {bone for plan in plans for bone in plan.bones}
-    free, later = [], []
-    for group in rig_tree.group_plans(plans):
-        names = ", ".join(chains[p.index].name for p in group)
-        for plan in group:
-            chain = chains[plan.index]
-            others = ", ".join(n for n in names.split(", ") if n != chain.name) if len(group) > 1 else ""
-            diagnostics.set_group(chain, others)
-        if len(group) == 1 and not _below(ob, group[0], moved):
-            free.append((chains[group[0].index], group[0]))
-        else:
-            later.append(group)
-    if free:
-        rig_batch.solve_standalone(ob, ev, free, state, depsgraph, rig_cache)
-    for group in later:
+            if not chain.enabled:
+                set_status(chain, 'NONE')
         try:
-            if len(group) == 1:
-                rig_batch.solve_standalone(ob, ev, [(chains[group[0].index], group[0])], state, depsgraph,
-                                           rig_cache)
-            else:
-                rig_tree.solve_group(ob, ev, [chains[p.index] for p in group], group, state, depsgraph)
+            state = rig_state(ob, depsgraph)
         except ChainError as error:
-            for plan in group:
-                set_status(chains[plan.index], 'INVALID', str(error))
+            for chain in chains:
+                if chain.enabled:
+                    set_status(chain, 'INVALID', str(error))
+            continue
+        ev = ob.evaluated_get(depsgraph)
+        rig_cache = cache.get(ob)
+        plan = layout(ob)
+        free = [(chains[p.index], p) for p in plan.free]
+        rest = plan.rest
+        if free:
+            pending.append(rig_batch.prepare(ob, ev, free, state, depsgraph, rig_cache, requests,
+                                             keep_matrices=bool(rest)))
+        later.append((ob, ev, state, rig_cache, rest))
+    rig_batch.solve_requests(requests)
+    for armature in pending:
+        rig_batch.finish(armature)
+    for ob, ev, state, rig_cache, rest in later:
+        chains = ob.fabrik.chains
+        for group in rest:
+            try:
+                if len(group) == 1:
+                    rig_batch.solve_standalone(ob, ev, [(chains[group[0].index], group[0])], state, depsgraph,
+                                               rig_cache)
+                else:
+                    rig_tree.solve_group(ob, ev, [chains[p.index] for p in group], group, state, depsgraph)
+            except ChainError as error:
+                for plan in group:
+                    set_status(chains[plan.index], 'INVALID', str(error))
 
 
 def _below(ob, plan: ChainPlan, moved: set[str]) -> bool:

@@ -10,6 +10,7 @@ crowd of chains.
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import numpy as np
 from mathutils import Quaternion
@@ -26,6 +27,7 @@ from .rig import (
     limits_for,
     unit_columns,
     world_point,
+    world_position,
 )
 from .solver import solve_chain, solve_chains, solve_two_bone
 from .solver.rotations import (
@@ -44,38 +46,90 @@ def bulk(collection, attribute: str, count: int, width: int) -> np.ndarray:
     return flat.reshape(count, width).astype(np.float64)
 
 
+@dataclass
+class Pending:
+    """One armature's standalone chains between preparation and writing."""
+
+    ob: object
+    cache: RigCache
+    state: RigState
+    location: np.ndarray
+    scale: np.ndarray
+    base: np.ndarray
+    written: np.ndarray
+    groups: list[tuple] = field(default_factory=list)  # (chains and plans, bone indices, pre, parent, entries)
+    keep_matrices: bool = True  # record written matrices for chains hanging below these
+
+
+Requests = dict[tuple, list[tuple]]  # chain shape and settings -> [(chain, entry), ...], across armatures
+
+
 def solve_standalone(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache) -> None:
     """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
+    requests: Requests = defaultdict(list)
+    pending = prepare(ob, ev, items, state, depsgraph, cache, requests)
+    solve_requests(requests)
+    finish(pending)
+
+
+def prepare(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache, requests: Requests,
+            keep_matrices: bool = True) -> Pending:
+    """Read the pose, build each chain's joints and solve what cannot be batched; plain FABRIK chains
+    go into ``requests`` so chains of equal shape from every armature share one batched solve."""
     count = len(cache.names)
-    location = bulk(ev.pose.bones, "location", count, 3)
-    scale = bulk(ev.pose.bones, "scale", count, 3)
-    base = _base_rotations(ob, ev, items, cache, count)
-    written = bulk(ob.pose.bones, "rotation_quaternion", count, 4)
+    pending = Pending(ob, cache, state, bulk(ev.pose.bones, "location", count, 3),
+                      bulk(ev.pose.bones, "scale", count, 3), _base_rotations(ob, ev, items, cache, count),
+                      bulk(ob.pose.bones, "rotation_quaternion", count, 4), keep_matrices=keep_matrices)
     evaluated_matrices = None
     by_length: dict[int, list[tuple]] = defaultdict(list)
     for chain, plan in items:
         by_length[len(plan.bones)].append((chain, plan))
-    wrote = False
     for group in by_length.values():
         idx = np.array([[cache.index[b] for b in plan.bones] for _, plan in group])
-        parent = np.empty((len(group), 4, 4))
-        for c in range(len(group)):
+        parent = np.tile(np.eye(4), (len(group), 1, 1))
+        for c in np.flatnonzero(cache.parents[idx[:, 0]] >= 0):
             p = cache.parents[idx[c, 0]]
-            if p < 0:
-                parent[c] = np.eye(4)
-            elif cache.names[p] in state.new_matrices:
+            if cache.names[p] in state.new_matrices:
                 parent[c] = state.new_matrices[cache.names[p]]
             else:
                 if evaluated_matrices is None:
                     evaluated_matrices = bulk(ev.pose.bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(0, 2, 1)
                 parent[c] = evaluated_matrices[p]
-        pre = _forward_kinematics(parent, cache.rel[idx], base[idx], location[idx], scale[idx])
+        pre = _forward_kinematics(parent, cache.rel[idx], pending.base[idx], pending.location[idx],
+                                  pending.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], cache.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
-        solved = _solve(ob, group, idx, pre, parent, tails, state, depsgraph)
-        wrote |= _write(ob, group, idx, pre, parent, solved, base, location, scale, written, state, cache)
+        every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
+        entries = _solve(ob, group, idx, pre, parent, every, state, depsgraph, cache, requests)
+        pending.groups.append((group, idx, pre, parent, every, entries))
+    return pending
+
+
+def solve_requests(requests: Requests) -> None:
+    """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
+    for (_, has_pole, tolerance, iterations), members in requests.items():
+        try:
+            results = solve_chains(np.stack([e["joints"] for _, e in members]),
+                                   np.stack([e["target"] for _, e in members]), tolerance=tolerance,
+                                   max_iterations=iterations,
+                                   poles=np.stack([e["pole"] for _, e in members]) if has_pole else None)
+        except ValueError as error:
+            for _, entry in members:
+                entry["invalid"] = str(error)
+            continue
+        for k, (_, entry) in enumerate(members):
+            entry.update(solved=results.joints[k], error=float(results.error[k]),
+                         iterations=int(results.iterations[k]), reached=bool(results.reached[k]))
+    requests.clear()
+
+
+def finish(pending: Pending) -> None:
+    """Write every solved chain of one armature: one bulk write of the quaternion channels."""
+    wrote = False
+    for group, idx, pre, parent, every, entries in pending.groups:
+        wrote |= _write(pending, group, idx, pre, parent, every, entries)
     if wrote:
-        ob.pose.bones.foreach_set("rotation_quaternion", written.astype(np.float32).ravel())
-        ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+        pending.ob.pose.bones.foreach_set("rotation_quaternion", pending.written.astype(np.float32).ravel())
+        pending.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
 
 
 def _base_rotations(ob, ev, items, cache: RigCache, count: int) -> np.ndarray:
@@ -85,18 +139,18 @@ def _base_rotations(ob, ev, items, cache: RigCache, count: int) -> np.ndarray:
     if animated.any():
         evaluated = bulk(ev.pose.bones, "rotation_quaternion", count, 4)
         base[animated] = evaluated[animated]
-    for _, plan in items:
-        for name in plan.bones:
-            i = cache.index[name]
-            pb = ob.pose.bones[name]
-            if not cache.captured[i]:
-                capture_base(pb)
-                cache.stored[i], cache.captured[i] = pb.fabrik_base.rotation, True
-                if cache.quaternion[i]:
-                    base[i] = np.where(animated[i], base[i], cache.stored[i])
-            if not cache.quaternion[i]:
-                channels = base_channels(pb, ev.pose.bones[name], cache.animated_paths)
-                base[i] = tuple(adapter.quaternion_from_channels(pb.rotation_mode, channels))
+    used = np.array([cache.index[name] for _, plan in items for name in plan.bones])
+    for i in used[~cache.captured[used] | ~cache.quaternion[used]]:
+        name = cache.names[i]
+        pb = ob.pose.bones[name]
+        if not cache.captured[i]:
+            capture_base(pb)
+            cache.stored[i], cache.captured[i] = pb.fabrik_base.rotation, True
+            if cache.quaternion[i]:
+                base[i] = np.where(animated[i], base[i], cache.stored[i])
+        if not cache.quaternion[i]:
+            channels = base_channels(pb, ev.pose.bones[name], cache.animated_paths)
+            base[i] = tuple(adapter.quaternion_from_channels(pb.rotation_mode, channels))
     norms = np.linalg.norm(base, axis=1, keepdims=True)
     return np.where(norms > 0.0, base / np.where(norms > 0.0, norms, 1.0), [1.0, 0.0, 0.0, 0.0])
 
@@ -121,32 +175,33 @@ def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
     return out
 
 
-def _solve(ob, group, idx, pre, parent, tails, state: RigState, depsgraph) -> dict[int, dict]:
-    """Solve each chain of one length; invalid chains are recorded and left out of the result."""
+def _solve(ob, group, idx, pre, parent, every, state: RigState, depsgraph, cache: RigCache,
+           requests: Requests) -> dict[int, dict]:
+    """Solve each chain of one length, or queue it in ``requests``; invalid chains are recorded and
+    left out of the result."""
     n = idx.shape[1]
-    heads = pre[..., :3, 3]
+    seg = np.linalg.norm(np.diff(every, axis=1), axis=2)
+    short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     out: dict[int, dict] = {}
-    batches: dict[tuple, list[int]] = defaultdict(list)
     for c, (chain, plan) in enumerate(group):
         try:
             check_references(ob, chain, plan.bones)
             placed = n - 1 if chain.match_target_rotation else n
-            joints = heads[c, :placed + 1] if placed < n else np.vstack([heads[c], tails[c]])
-            if placed:
-                seg = np.linalg.norm(np.diff(joints, axis=0), axis=1)
-                if (seg <= ZERO_LENGTH * max(1.0, float(seg.max()))).any():
-                    raise ChainError(f"Bone '{plan.bones[int(np.argmin(seg))]}' has zero length")
-            target_world = world_point(chain.target, chain.target_bone, depsgraph, "Target")
-            target = (state.inv_world @ target_world[:, 3])[:3]
+            joints = every[c, :placed + 1]
+            if short[c, :placed].any():
+                raise ChainError(f"Bone '{plan.bones[int(np.argmax(short[c, :placed]))]}' has zero length")
+            target = np.array(state.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph,
+                                                                  "Target"))
             pole = None
             if chain.pole is not None:
-                pole = (state.inv_world @ world_point(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3]
+                pole = np.array(state.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole"))
             tolerance = chain.tolerance / state.scale
-            entry = {"placed": placed, "joints": joints, "target": target, "frame": state.inv_world @ target_world,
-                     "tolerance": tolerance}
+            entry = {"placed": placed, "joints": joints, "target": target, "tolerance": tolerance}
+            if placed < n:  # the tip will take the target's orientation
+                entry["frame"] = state.inv_world @ world_point(chain.target, chain.target_bone, depsgraph, "Target")
             out[c] = entry
             limits = None
-            if placed:
+            if placed and cache.limited[idx[c, :placed]].any():
                 limits = limits_for(ob, plan.bones[:placed], plan.bones, list(pre[c]), joints, parent[c])
             if not placed:
                 error = float(np.linalg.norm(joints[0] - target))
@@ -162,45 +217,35 @@ def _solve(ob, group, idx, pre, parent, tails, state: RigState, depsgraph) -> di
                              reached=result.reached)
             else:
                 entry["pole"] = pole
-                batches[(placed, pole is not None, tolerance, chain.iterations)].append(c)
+                requests[(placed, pole is not None, tolerance, chain.iterations)].append((chain, entry))
         except (ChainError, ValueError) as error:
             out.pop(c, None)
             diagnostics.record(chain, 'INVALID', str(error))
-    for (_, has_pole, tolerance, iterations), members in batches.items():
-        try:
-            results = solve_chains(np.stack([out[c]["joints"] for c in members]),
-                                   np.stack([out[c]["target"] for c in members]), tolerance=tolerance,
-                                   max_iterations=iterations,
-                                   poles=np.stack([out[c]["pole"] for c in members]) if has_pole else None)
-        except ValueError as error:
-            for c in members:
-                out.pop(c)
-                diagnostics.record(group[c][0], 'INVALID', str(error))
-            continue
-        for k, c in enumerate(members):
-            out[c].update(solved=results.joints[k], error=float(results.error[k]),
-                          iterations=int(results.iterations[k]), reached=bool(results.reached[k]))
     return out
 
 
-def _write(ob, group, idx, pre, parent, solved, base, location, scale, written, state: RigState,
-           cache: RigCache) -> bool:
+def _write(pending: Pending, group, idx, pre, parent, every, solved) -> bool:
     """Turn each bone by its segment's from-to rotation, blend by influence, write; True if any
-    quaternion channel went into ``written``."""
+    quaternion channel went into ``pending.written``."""
+    ob, cache, state = pending.ob, pending.cache, pending.state
+    base, location, scale, written = pending.base, pending.location, pending.scale, pending.written
+    for c in [c for c, entry in solved.items() if "invalid" in entry]:
+        diagnostics.record(group[c][0], 'INVALID', solved.pop(c)["invalid"])
     valid = sorted(solved)
     if not valid:
         return False
     n = idx.shape[1]
     vidx, vpre, vparent = idx[valid], pre[valid], parent[valid]
-    before = np.tile(_Y, (len(valid), n, 1))
-    after = before.copy()
-    heads = vpre[..., :3, 3].copy()
+    placed = np.array([solved[c]["placed"] for c in valid])
+    joints = every[valid]
+    moved = joints.copy()
     for v, c in enumerate(valid):
-        entry = solved[c]
-        p = entry["placed"]
-        before[v, :p] = np.diff(entry["joints"], axis=0)
-        after[v, :p] = np.diff(entry["solved"], axis=0)
-        heads[v] = entry["solved"][:n]
+        moved[v, :placed[v] + 1] = solved[c]["solved"]
+    before = np.diff(joints, axis=1)
+    after = np.diff(moved, axis=1)
+    matched = placed < n  # the tip's last segment does not turn: its orientation is set below
+    before[matched, -1] = after[matched, -1] = _Y
+    heads = moved[:, :n]
     before /= np.linalg.norm(before, axis=-1, keepdims=True)
     after /= np.linalg.norm(after, axis=-1, keepdims=True)
     turn = matrices_from_two_vectors(before.reshape(-1, 3), after.reshape(-1, 3)).reshape(len(valid), n, 3, 3)
@@ -208,7 +253,7 @@ def _write(ob, group, idx, pre, parent, solved, base, location, scale, written, 
     ik[..., :3, :3] = turn @ vpre[..., :3, :3]
     ik[..., :3, 3] = heads
     for v, c in enumerate(valid):
-        if solved[c]["placed"] < n:  # the tip takes the target's orientation, keeping its own scale
+        if placed[v] < n:  # the tip takes the target's orientation, keeping its own scale
             ik[v, -1, :3, :3] = unit_columns(solved[c]["frame"]) * np.linalg.norm(vpre[v, -1, :3, :3], axis=0)
     above = np.concatenate([vparent[:, None], ik[:, :-1]], axis=1)
     local = np.linalg.inv(above @ cache.rel[vidx]) @ ik
@@ -222,21 +267,20 @@ def _write(ob, group, idx, pre, parent, solved, base, location, scale, written, 
     # The hemisphere of the pose without IK: the channel values, not only the pose, then depend on the
     # frame's inputs alone.
     q = np.where(np.einsum("...i,...i->...", q, base[vidx])[..., None] < 0.0, -q, q)
-    final = _forward_kinematics(vparent, cache.rel[vidx], q, location[vidx], scale[vidx])
-    wrote = False
-    for v, c in enumerate(valid):
-        chain, plan = group[c]
-        for k, name in enumerate(plan.bones):
-            state.new_matrices[name] = final[v, k]
-            i = vidx[v, k]
-            if cache.quaternion[i]:
-                written[i] = q[v, k]
-                wrote = True
-            else:
-                pb = ob.pose.bones[name]
-                near = base_channels(pb, ob.evaluated_get(state.depsgraph).pose.bones[name], cache.animated_paths)
-                adapter.write_rotation(pb, Quaternion(q[v, k]), near)
+    quaternion = cache.quaternion[vidx]
+    written[vidx[quaternion]] = q[quaternion]
+    for v, k in zip(*np.nonzero(~quaternion)):  # other rotation modes: converted one bone at a time
+        name = cache.names[vidx[v, k]]
+        pb = ob.pose.bones[name]
+        near = base_channels(pb, ob.evaluated_get(state.depsgraph).pose.bones[name], cache.animated_paths)
+        adapter.write_rotation(pb, Quaternion(q[v, k]), near)
+    if pending.keep_matrices:  # chains hanging below these start from the pose just written
+        final = _forward_kinematics(vparent, cache.rel[vidx], q, location[vidx], scale[vidx])
+        for v, c in enumerate(valid):
+            for k, name in enumerate(group[c][1].bones):
+                state.new_matrices[name] = final[v, k]
+    for c in valid:
         entry = solved[c]
-        diagnostics.record(chain, 'REACHED' if entry["reached"] else 'UNREACHABLE', "",
+        diagnostics.record(group[c][0], 'REACHED' if entry["reached"] else 'UNREACHABLE', "",
                            entry["error"] * state.scale, entry["iterations"])
-    return wrote
+    return bool(quaternion.any())

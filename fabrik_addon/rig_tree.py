@@ -23,18 +23,26 @@ from .solver.rotations import matrix_from_two_vectors
 
 def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
     """Chains that share at least one bone, transitively, form one group; the rest stand alone."""
-    groups: list[list[ChainPlan]] = []
-    bones: list[set[str]] = []
-    for plan in plans:
-        mine = set(plan.bones)
-        joined = [k for k, group_bones in enumerate(bones) if group_bones & mine]
-        merged = [plan] + [p for k in joined for p in groups[k]]
-        merged_bones = mine.union(*(bones[k] for k in joined))
-        for k in reversed(joined):
-            del groups[k], bones[k]
-        groups.append(sorted(merged, key=lambda p: p.index))
-        bones.append(merged_bones)
-    return sorted(groups, key=lambda group: min(p.depth for p in group))
+    root = list(range(len(plans)))  # union-find over plan positions
+
+    def find(k: int) -> int:
+        while root[k] != k:
+            root[k] = root[root[k]]
+            k = root[k]
+        return k
+
+    owner: dict[str, int] = {}
+    for k, plan in enumerate(plans):
+        for bone in plan.bones:
+            if bone in owner:
+                root[find(k)] = find(owner[bone])
+            else:
+                owner[bone] = k
+    groups: dict[int, list[ChainPlan]] = {}
+    for k, plan in enumerate(plans):
+        groups.setdefault(find(k), []).append(plan)
+    return sorted((sorted(g, key=lambda p: p.index) for g in groups.values()),
+                  key=lambda g: min(p.depth for p in g))
 
 
 def _depth(bone) -> int:

@@ -16,9 +16,12 @@ from .fabrik import (
     DEFAULT_TOLERANCE,
     STALL_PATIENCE,
     check_settings,
+    solve_chain,
 )
 from .prepare import EPS, prepare
 from .result import ChainResults
+
+SCALAR_BELOW = 8  # plus the bone count: fewer chains than this are solved one by one in plain floats
 
 
 def solve_chains(
@@ -52,6 +55,15 @@ def solve_chains(
     pole = None if poles is None else check_points(poles, (count, 3), "poles")
     check_settings(tolerance, max_iterations, min_improvement)
     lengths = bone_lengths(start)
+    if count < SCALAR_BELOW + n1 - 1:
+        # A numpy call costs ~1 us whatever its size; below this many chains, one plain-float solve per
+        # chain is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
+        single = [solve_chain(start[c], tgt[c], tolerance=tolerance, max_iterations=max_iterations,
+                              pole=None if pole is None else pole[c], min_improvement=min_improvement)
+                  for c in range(count)]
+        return ChainResults(np.array([r.joints for r in single]).reshape(start.shape),
+                            np.array([r.error for r in single]), np.array([r.iterations for r in single]),
+                            np.array([r.reached for r in single], dtype=bool))
     prep = prepare(start, tgt, pole, lengths)
 
     out = prep.joints.copy()

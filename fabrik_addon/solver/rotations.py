@@ -89,31 +89,23 @@ def parallel_transport_frames(joints: np.ndarray) -> np.ndarray:
 
 
 def quaternion_from_matrix(m: np.ndarray) -> np.ndarray:
-    """wxyz unit quaternion(s) of rotation matrix(es) ``(..., 3, 3)``; returns ``(..., 4)`` with w >= 0."""
+    """wxyz unit quaternion(s) of rotation matrix(es) ``(..., 3, 3)``; returns ``(..., 4)`` with w >= 0.
+
+    Row k of the symmetric matrix below is 4 * q_k * q: taking the row with the largest diagonal
+    (the largest component) keeps it accurate for every angle, half turns included.
+    """
     m = np.asarray(m, dtype=np.float64)
-    t = np.stack(
-        [
-            1.0 + m[..., 0, 0] + m[..., 1, 1] + m[..., 2, 2],
-            1.0 + m[..., 0, 0] - m[..., 1, 1] - m[..., 2, 2],
-            1.0 - m[..., 0, 0] + m[..., 1, 1] - m[..., 2, 2],
-            1.0 - m[..., 0, 0] - m[..., 1, 1] + m[..., 2, 2],
-        ],
-        axis=-1,
-    )
-    # Build from the largest diagonal term for numerical stability.
-    k = np.argmax(t, axis=-1)
-    s = np.sqrt(np.maximum(np.take_along_axis(t, k[..., None], -1)[..., 0], _TINY)) * 2.0
-    cand = [
-        np.stack([s / 4, (m[..., 2, 1] - m[..., 1, 2]) / s, (m[..., 0, 2] - m[..., 2, 0]) / s,
-                  (m[..., 1, 0] - m[..., 0, 1]) / s], -1),
-        np.stack([(m[..., 2, 1] - m[..., 1, 2]) / s, s / 4, (m[..., 0, 1] + m[..., 1, 0]) / s,
-                  (m[..., 0, 2] + m[..., 2, 0]) / s], -1),
-        np.stack([(m[..., 0, 2] - m[..., 2, 0]) / s, (m[..., 0, 1] + m[..., 1, 0]) / s, s / 4,
-                  (m[..., 1, 2] + m[..., 2, 1]) / s], -1),
-        np.stack([(m[..., 1, 0] - m[..., 0, 1]) / s, (m[..., 0, 2] + m[..., 2, 0]) / s,
-                  (m[..., 1, 2] + m[..., 2, 1]) / s, s / 4], -1),
-    ]
-    q = np.choose(k[..., None], cand)
+    m00, m01, m02 = m[..., 0, 0], m[..., 0, 1], m[..., 0, 2]
+    m10, m11, m12 = m[..., 1, 0], m[..., 1, 1], m[..., 1, 2]
+    m20, m21, m22 = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
+    a, b, c = m21 - m12, m02 - m20, m10 - m01
+    d, e, f = m01 + m10, m02 + m20, m12 + m21
+    rows = np.stack([1.0 + m00 + m11 + m22, a, b, c,
+                     a, 1.0 + m00 - m11 - m22, d, e,
+                     b, d, 1.0 - m00 + m11 - m22, f,
+                     c, e, f, 1.0 - m00 - m11 + m22], axis=-1).reshape(m.shape[:-2] + (4, 4))
+    k = np.argmax(np.diagonal(rows, axis1=-2, axis2=-1), axis=-1)
+    q = np.take_along_axis(rows, k[..., None, None], axis=-2)[..., 0, :]
     q /= np.linalg.norm(q, axis=-1, keepdims=True)
     return np.where(q[..., :1] < 0.0, -q, q)
 
