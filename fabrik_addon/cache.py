@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+from mathutils import Matrix
 
 from . import adapter, compat
 
@@ -29,6 +30,7 @@ class RigCache:
     animated_paths: set[tuple[str, int]]
     action_key: tuple
     limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
+    rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
 
 
@@ -93,6 +95,7 @@ def _build(ob, key: tuple) -> RigCache:
                      stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
     cache.animated, cache.animated_paths = _animated(ob, cache)
     cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
+    cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     return cache
 
 

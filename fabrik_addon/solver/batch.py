@@ -16,7 +16,7 @@ from .fabrik import (
     DEFAULT_TOLERANCE,
     STALL_PATIENCE,
     check_settings,
-    solve_chain,
+    run_fabrik,
 )
 from .prepare import EPS, prepare
 from .result import ChainResults
@@ -55,17 +55,17 @@ def solve_chains(
     pole = None if poles is None else check_points(poles, (count, 3), "poles")
     check_settings(tolerance, max_iterations, min_improvement)
     lengths = bone_lengths(start)
-    if count < SCALAR_BELOW + n1 - 1:
-        # A numpy call costs ~1 us whatever its size; below this many chains, one plain-float solve per
-        # chain is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
-        single = [solve_chain(start[c], tgt[c], tolerance=tolerance, max_iterations=max_iterations,
-                              pole=None if pole is None else pole[c], min_improvement=min_improvement)
-                  for c in range(count)]
-        return ChainResults(np.array([r.joints for r in single]).reshape(start.shape),
-                            np.array([r.error for r in single]), np.array([r.iterations for r in single]),
-                            np.array([r.reached for r in single], dtype=bool))
     prep = prepare(start, tgt, pole, lengths)
-
+    if count < SCALAR_BELOW + n1 - 1:
+        # A numpy call costs ~1 us whatever its size; below this many chains, the plain-float loop, one
+        # chain at a time, is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
+        dirs = prep.dirs
+        single = [run_fabrik(prep.joints[c], tgt[c], None if pole is None else pole[c], dirs[c], lengths[c],
+                             bool(prep.unreachable[c]), tolerance, int(max_iterations), min_improvement, None)
+                  for c in range(count)]
+        error = np.array([s[1] for s in single])
+        return ChainResults(np.array([s[0] for s in single]), error, np.array([s[2] for s in single]),
+                            error <= tolerance)
     out = prep.joints.copy()
     roots = prep.joints[:, 0]
     dist = np.linalg.norm(tgt - roots, axis=1)
