@@ -13,11 +13,12 @@ from .rig import (
     check_references,
     parent_matrix,
     rest_relative,
+    segment_frames,
     set_status,
     unit_columns,
     world_point,
 )
-from .solver import solve_tree
+from .solver import ConeLimit, HingeLimit, solve_tree
 from .solver.rotations import matrix_from_two_vectors
 
 
@@ -102,10 +103,13 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
             poles.append(np.full(3, np.nan))
         weights.append(chain.weight)
     tolerance = min(c.tolerance for c in chains) / state.scale
+    children_of = [[j for j in range(len(joints)) if parents[j] == k] for k in range(len(joints))]
+    rigid = [k for k in range(len(names)) if len(children_of[k]) >= 2]
+    limits = _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent)
     try:
         result = solve_tree(np.array(joints), parents, effectors, np.array(targets), weights=weights,
-                            poles=np.array(poles), rigid=range(len(names)), tolerance=tolerance,
-                            max_iterations=max(c.iterations for c in chains))
+                            poles=np.array(poles), rigid=rigid, tolerance=tolerance,
+                            max_iterations=max(c.iterations for c in chains), **limits)
     except ValueError as exc:
         raise ChainError(str(exc)) from exc
     solved = result.joints
@@ -149,6 +153,45 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
         distance = float(np.linalg.norm(end - targets[i]))
         set_status(chain, 'REACHED' if distance <= chain.tolerance / state.scale else 'UNREACHABLE', "",
                    distance * state.scale, result.iterations)
+
+
+def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:
+    """Keyword arguments giving :func:`solve_tree` the bones' joint limits, or nothing when none is set.
+
+    The limit of bone ``names[k]`` applies to its segment, the edge out of its head joint ``k``; it is
+    measured in its parent bone's segment frame, turned by its rest offset, as for chains.
+    """
+    if not any(ob.pose.bones[name].fabrik_limit.mode != 'NONE' for name in names):
+        return {}
+    for k in rigid:
+        if ob.pose.bones[names[k]].fabrik_limit.mode != 'NONE':
+            raise ChainError(f"Bone '{names[k]}' branches to several chains and cannot carry a joint limit")
+    count = len(joints)
+    rest = [np.array(b.head_local) for b in data]
+    for j in range(len(names), count):  # effector tails
+        rest.append(np.array(data[parents[j]].tail_local))
+    limit_of: list = [None] * count
+    frames = np.tile(np.eye(3), (count, 1, 1))
+    rest_frames = np.tile(np.eye(3), (count, 1, 1))
+    for j in range(1, count):
+        k = parents[j]  # the bone whose segment ends at joint j
+        limit = ob.pose.bones[names[k]].fabrik_limit
+        if limit.mode == 'CONE':
+            limit_of[j] = ConeLimit(limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down)
+        elif limit.mode == 'HINGE':
+            if limit.hinge_min > limit.hinge_max:
+                raise ChainError(f"Bone '{names[k]}': hinge Min is greater than Max")
+            limit_of[j] = HingeLimit(limit.hinge_min, limit.hinge_max)
+        frames[j] = segment_frames([pre[names[k]]], np.array([joints[k], joints[j]]))[0]
+        rest_frames[j] = segment_frames([adapter.matrix_to_np(data[k].matrix_local)], np.array([rest[k], rest[j]]))[0]
+    top = data[0].parent
+    base_rest = np.eye(3) if top is None else unit_columns(adapter.matrix_to_np(top.matrix_local))
+    offsets = np.empty((count, 3, 3))
+    offsets[0] = np.eye(3)
+    for j in range(1, count):
+        above = base_rest if parents[j] == 0 else rest_frames[parents[j]]
+        offsets[j] = above.T @ rest_frames[j]
+    return {"limits": limit_of, "frames": frames, "rest_offsets": offsets, "base_frame": unit_columns(top_parent)}
 
 
 def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray) -> np.ndarray:

@@ -7,7 +7,7 @@ from .batch import solve_chains
 from .fabrik import solve_chain
 from .limits import ChainLimits, ConeLimit, HingeLimit
 from .result import ChainResults, SolveResult
-from .tree import TreeResult, solve_tree
+from .tree import TreeLimits, TreeResult, resolve_tree_limits, solve_tree
 from .two_bone import solve_two_bone
 
 __all__ = [
@@ -16,8 +16,10 @@ __all__ = [
     "ConeLimit",
     "HingeLimit",
     "SolveResult",
+    "TreeLimits",
     "TreeResult",
     "solve_chain",
+    "resolve_tree_limits",
     "solve_chains",
     "solve_tree",
     "solve_two_bone",

@@ -9,6 +9,7 @@ one after another instead makes them fight over the shared bones.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -23,7 +24,9 @@ from .fabrik import (
     pad3,
     turn_toward_pole,
 )
+from .limits import ConeLimit, HingeLimit, Limit
 from .prepare import EPS
+from .rotations import matrix_from_two_vectors
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,10 @@ def solve_tree(
     weights: object = None,
     poles: object = None,
     rigid: object = None,
+    limits: Sequence[Limit] | None = None,
+    frames: object = None,
+    rest_offsets: object = None,
+    base_frame: object = None,
     tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
@@ -81,6 +88,17 @@ def solve_tree(
         Joints whose children are points on one rigid body (a bone whose children are offset from its
         tail): those children turn together, keeping their distances to each other, instead of each
         swinging on its own.
+    limits : sequence of ConeLimit, HingeLimit or None, length J, optional
+        ``limits[j]`` limits the bone ending at joint ``j`` (entry 0 is unused), measured as for chains:
+        in the frame of the bone ending at its parent joint (``base_frame`` for bones leaving the root)
+        turned by the bone's rest offset. Honoured in every root-to-tip pass, so the returned pose never
+        breaks one. Children of a ``rigid`` joint move as one body and cannot carry limits.
+    frames : ndarray, shape (J, 3, 3), optional
+        Start-pose frame of the bone ending at each joint (row 0 unused). Default: parallel transport.
+    rest_offsets : ndarray, shape (J, 3, 3), optional
+        Rest rotation of each bone relative to its parent bone's frame. Default: the start pose is rest.
+    base_frame : ndarray, shape (3, 3), optional
+        Frame of the root's parent. Default: the identity (armature space).
     tolerance, max_iterations, min_improvement
         As in :func:`solve_chain`; judged on the largest error of the effectors with weight > 0.
 
@@ -116,6 +134,9 @@ def solve_tree(
     rigid_set = set() if rigid is None else {int(j) for j in np.array(rigid, dtype=np.int64).reshape(-1)}
     if any(not 0 <= j < count for j in rigid_set):
         raise ValueError("rigid must list joint indices")
+    resolved = None
+    if limits is not None:
+        resolved = _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pad3(start), parent, rigid_set)
 
     pts = pad3(start)
     lengths = np.zeros(count)
@@ -123,9 +144,39 @@ def solve_tree(
     if (lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0)).any():
         bad = int(np.flatnonzero(lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0))[0]) + 1
         raise ValueError(f"joints: the bone ending at joint {bad} has zero length")
-    out, errors, iterations = _run(pts, parent, lengths, effector, tgt, weight, pole, rigid_set, tolerance,
-                                   int(max_iterations), min_improvement)
+    args = (parent, lengths, effector, tgt, weight, pole, rigid_set, resolved, tolerance, int(max_iterations),
+            min_improvement)
+    out, errors, iterations = _run(pts, *args)
+    scored = weight > 0.0
+    if resolved is not None and not (errors[scored] <= tolerance).all():
+        # As for chains, limited FABRIK can settle short depending on where it starts: start again
+        # from the tree turned to aim at the targets, rolled a quarter turn at a time, keep the best.
+        for start in _aimed_starts(pts, effector, tgt):
+            again, again_errors, used = _run(start, *args)
+            iterations += used
+            if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
+                out, errors = again, again_errors
+            if (errors[scored] <= tolerance).all():
+                break
     return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
+
+
+def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:
+    """The start pose turned about the root so its effectors' centroid points at the targets'
+    centroid, then rolled about that direction by 0, 90, 180 and 270 degrees."""
+    root = pts[0]
+    aim = pts[effector].mean(axis=0) - root
+    goal = tgt.mean(axis=0) - root
+    if np.linalg.norm(aim) <= EPS or np.linalg.norm(goal) <= EPS:
+        return []
+    u = goal / np.linalg.norm(goal)
+    turn = matrix_from_two_vectors(aim / np.linalg.norm(aim), u)
+    k = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+    starts = []
+    for angle in (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
+        roll = np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k
+        starts.append(root + (pts - root) @ (roll @ turn).T)
+    return starts
 
 
 def _check_parents(parents: object, count: int) -> np.ndarray:
@@ -140,8 +191,8 @@ def _check_parents(parents: object, count: int) -> np.ndarray:
 
 
 def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
-         weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], tolerance: float, max_iterations: int,
-         min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+         weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], limits: TreeLimits | None,
+         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
     count = len(pts)
     children: list[list[int]] = [[] for _ in range(count)]
     for j in range(1, count):
@@ -201,24 +252,38 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
                 w = own[j]
                 sx, sy, sz, sw = target[0] * w, target[1] * w, target[2] * w, w
             for c in kids[j]:
-                px, py, pz = _toward(xs[c], ys[c], zs[c], xs[j], ys[j], zs[j], L[c], start_dirs[c], -1.0, tiny)
+                if limits is not None and len(kids[c]) == 1 and limits.limits[kids[c][0]] is not None:
+                    px, py, pz = _toward_limited(c, kids[c][0], j, xs, ys, zs, L[c], start_dirs[c], limits, tiny)
+                else:
+                    px, py, pz = _toward(xs[c], ys[c], zs[c], xs[j], ys[j], zs[j], L[c], start_dirs[c], -1.0, tiny)
                 w = share[c]
                 sx, sy, sz, sw = sx + px * w, sy + py * w, sz + pz * w, sw + w
             xs[j], ys[j], zs[j] = sx / sw, sy / sw, sz / sw
+        # With limits the poles turn joints before the limited pass, so the pose it returns keeps every
+        # limit; without, they turn them last, so the pose bends exactly to them.
+        if limits is not None:
+            _turn_branches(branches, pole, xs, ys, zs, tiny)
         # Root to tip, parents before children: every joint back at its length from its parent.
         xs[0], ys[0], zs[0] = rx, ry, rz
+        frame_now: dict[int, np.ndarray] = {}
         for p in range(count):
             if p in bodies:
-                _place_rigid(p, bodies[p], xs, ys, zs)
+                turn = _place_rigid(p, bodies[p], xs, ys, zs)
+                if limits is not None:  # the body's children frames turn with the whole body
+                    for j in children[p]:
+                        frame_now[j] = turn @ limits.frames[j]
                 continue
             for j in children[p]:
-                xs[j], ys[j], zs[j] = _toward(xs[p], ys[p], zs[p], xs[j], ys[j], zs[j], L[j], start_dirs[j], 1.0,
-                                              tiny)
-        for path, k in branches:
-            sub = [xs[i] for i in path], [ys[i] for i in path], [zs[i] for i in path]
-            turn_toward_pole(sub[0], sub[1], sub[2], pole[k], tiny)  # type: ignore[index]
-            for n, i in enumerate(path):
-                xs[i], ys[i], zs[i] = sub[0][n], sub[1][n], sub[2][n]
+                if limits is None:
+                    xs[j], ys[j], zs[j] = _toward(xs[p], ys[p], zs[p], xs[j], ys[j], zs[j], L[j], start_dirs[j],
+                                                  1.0, tiny)
+                    continue
+                d = _unit(xs, ys, zs, p, j, start_dirs[j], tiny)
+                d = limits.constrain(frame_now.get(p, limits.base_frame), j, d)
+                xs[j], ys[j], zs[j] = xs[p] + float(d[0]) * L[j], ys[p] + float(d[1]) * L[j], zs[p] + float(d[2]) * L[j]
+                frame_now[j] = limits.bone_frame(j, d)
+        if limits is None:
+            _turn_branches(branches, pole, xs, ys, zs, tiny)
         errors = errors_now()
         error = float(errors[scored].max()) if scored else 0.0
         if error < best_error:
@@ -231,9 +296,132 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
     return np.array(best[:3]).T, best[3], iterations
 
 
-def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list[float]) -> None:
+def _turn_branches(branches: list, pole: np.ndarray | None, xs: list[float], ys: list[float], zs: list[float],
+                   tiny: float) -> None:
+    for path, k in branches:
+        sub = [xs[i] for i in path], [ys[i] for i in path], [zs[i] for i in path]
+        turn_toward_pole(sub[0], sub[1], sub[2], pole[k], tiny)  # type: ignore[index]
+        for n, i in enumerate(path):
+            xs[i], ys[i], zs[i] = sub[0][n], sub[1][n], sub[2][n]
+
+
+def _toward_limited(c: int, g: int, j: int, xs: list[float], ys: list[float], zs: list[float], length: float,
+                    fallback: tuple, limits: TreeLimits, tiny: float) -> tuple[float, float, float]:
+    """Where joint j goes when placed from child c, turning bone c so that its placed child g sits
+    inside g's limit (the tip-to-root use of limits, as for chains)."""
+    d = np.array([xs[c] - xs[j], ys[c] - ys[j], zs[c] - zs[j]])
+    norm = math.sqrt(float(d @ d))
+    d = d / norm if norm > tiny else np.array(fallback)
+    child = _unit(xs, ys, zs, c, g, limits.start_dirs[g], tiny)
+    frame = limits.bone_frame(c, d) @ limits.rest_offsets[g]
+    allowed = frame @ limits.limits[g].project(frame.T @ child)
+    d = matrix_from_two_vectors(allowed / np.linalg.norm(allowed), child) @ d
+    d /= math.sqrt(float(d @ d))
+    return xs[c] - float(d[0]) * length, ys[c] - float(d[1]) * length, zs[c] - float(d[2]) * length
+
+
+def _unit(xs: list[float], ys: list[float], zs: list[float], p: int, j: int, fallback: tuple,
+          tiny: float) -> np.ndarray:
+    """Unit direction from joint p toward joint j (the start direction if they meet)."""
+    d = np.array([xs[j] - xs[p], ys[j] - ys[p], zs[j] - zs[p]])
+    norm = math.sqrt(float(d @ d))
+    return d / norm if norm > tiny else np.array(fallback)
+
+
+@dataclass(frozen=True)
+class TreeLimits:
+    """Per-joint limits of a tree with the frames they are measured in (see :func:`solve_tree`)."""
+
+    limits: tuple
+    frames: np.ndarray  # (J, 3, 3) start frame of the bone ending at each joint
+    start_dirs: np.ndarray  # (J, 3)
+    rest_offsets: np.ndarray  # (J, 3, 3)
+    base_frame: np.ndarray  # (3, 3)
+
+    def bone_frame(self, j: int, direction: np.ndarray) -> np.ndarray:
+        start = self.frames[j]
+        return matrix_from_two_vectors(self.start_dirs[j], direction, fallback_axis=start[:, 0]) @ start
+
+    def constrain(self, parent_frame: np.ndarray, j: int, direction: np.ndarray) -> np.ndarray:
+        limit = self.limits[j]
+        if limit is None:
+            return direction
+        frame = parent_frame @ self.rest_offsets[j]
+        d = frame @ limit.project(frame.T @ direction)
+        return d / math.sqrt(float(d @ d))
+
+    def violations(self, joints: np.ndarray, parents: np.ndarray) -> np.ndarray:
+        """Per-joint excess of a pose ``(J, 3)`` over the limits (<= 0 means within), for trees without
+        rigid joints (a rigid body's frames come from its best-fit turn, which a pose alone does not
+        record)."""
+        out = np.full(len(self.limits), -1.0)
+        now: dict[int, np.ndarray] = {}
+        for j in range(1, len(joints)):
+            p = int(parents[j])
+            d = joints[j] - joints[p]
+            d = d / np.linalg.norm(d)
+            if self.limits[j] is not None:
+                out[j] = self.limits[j].excess((now.get(p, self.base_frame) @ self.rest_offsets[j]).T @ d)
+            now[j] = self.bone_frame(j, d)
+        return out
+
+
+def resolve_tree_limits(limits: Sequence[Limit], joints: object, parents: object, frames: object = None,
+                        rest_offsets: object = None, base_frame: object = None) -> TreeLimits:
+    """Public form of the limit set-up :func:`solve_tree` uses, e.g. to check a pose with ``violations``."""
+    pts = pad3(np.array(joints, dtype=np.float64))
+    return _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pts, _check_parents(parents, len(pts)),
+                                set())
+
+
+def _resolve_tree_limits(limits: Sequence[Limit], frames: object, rest_offsets: object, base_frame: object,
+                         pts: np.ndarray, parent: np.ndarray, rigid: set[int]) -> TreeLimits:
+    count = len(pts)
+    items = tuple(limits)
+    if len(items) != count:
+        raise ValueError(f"limits must give one entry per joint ({count}), got {len(items)}")
+    for j, item in enumerate(items):
+        if item is not None and not isinstance(item, ConeLimit | HingeLimit):
+            raise ValueError(f"limits[{j}] must be ConeLimit, HingeLimit or None, got {type(item).__name__}")
+        if item is not None and j > 0 and int(parent[j]) in rigid:
+            raise ValueError(f"limits[{j}]: joint {j} hangs from rigid joint {int(parent[j])}, whose children "
+                             "move as one body and cannot carry limits")
+    dirs = np.zeros((count, 3))
+    dirs[1:] = pts[1:] - pts[parent[1:]]
+    dirs[1:] /= np.linalg.norm(dirs[1:], axis=1)[:, None]
+    dirs[0] = (0.0, 1.0, 0.0)
+    base = np.eye(3) if base_frame is None else _frames(base_frame, (3, 3), "base_frame")
+    if frames is None:
+        start = np.empty((count, 3, 3))
+        start[0] = base
+        for j in range(1, count):
+            p = int(parent[j])
+            above = dirs[p] if p > 0 else np.array([0.0, 1.0, 0.0])
+            frame = start[p] if p > 0 else np.eye(3)
+            start[j] = matrix_from_two_vectors(above, dirs[j], fallback_axis=frame[:, 0]) @ frame
+    else:
+        start = _frames(frames, (count, 3, 3), "frames")
+    if rest_offsets is None:
+        offsets = np.empty((count, 3, 3))
+        offsets[0] = np.eye(3)
+        for j in range(1, count):
+            p = int(parent[j])
+            offsets[j] = (start[p] if p > 0 else base).T @ start[j]
+    else:
+        offsets = _frames(rest_offsets, (count, 3, 3), "rest_offsets")
+    return TreeLimits(items, start, dirs, offsets, base)
+
+
+def _frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:
+    arr = np.array(value, dtype=np.float64)
+    if arr.shape != shape or not np.isfinite(arr).all():
+        raise ValueError(f"{name} must be finite with shape {shape}, got {arr.shape}")
+    return arr
+
+
+def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list[float]) -> np.ndarray:
     """Place the children of joint ``p`` as one rigid body: their start offsets turned by the rotation
-    that best carries them toward where the children are now (weighted Kabsch)."""
+    that best carries them toward where the children are now (weighted Kabsch); returns that rotation."""
     kids, offsets, weights = body
     now = np.array([[xs[c] - xs[p], ys[c] - ys[p], zs[c] - zs[p]] for c in kids])
     u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
@@ -241,6 +429,7 @@ def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list
     placed = offsets @ turn.T
     for k, c in enumerate(kids):
         xs[c], ys[c], zs[c] = xs[p] + float(placed[k, 0]), ys[p] + float(placed[k, 1]), zs[p] + float(placed[k, 2])
+    return turn
 
 
 def _toward(ax: float, ay: float, az: float, bx: float, by: float, bz: float, length: float,

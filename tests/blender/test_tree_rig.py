@@ -69,3 +69,35 @@ def test_weight_zero_leaves_the_shared_bones_to_the_other_chain():
     assert left.status == 'REACHED'
     assert np.linalg.norm(world_tail(ob, "fore.L") - np.array(left_target.location)) < 1e-3
     assert np.isfinite(world_head(ob, "fore.R")).all()
+
+
+def test_limits_hold_on_chains_solved_as_a_tree():
+    import math
+
+    ob = torso()
+    for name in ("upper.L", "fore.L", "upper.R", "fore.R", "spine0"):
+        limit = ob.pose.bones[name].fabrik_limit
+        limit.mode = 'CONE'
+        limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = math.radians(25)
+    left = add_chain(ob, "fore.L", 4, empty("L", (1.0, 0.8, 0.9)))
+    right = add_chain(ob, "fore.R", 4, empty("R", (-0.6, -0.9, 1.8)))
+    bpy.context.view_layer.update()
+    assert left.status in {'REACHED', 'UNREACHABLE'} and right.status in {'REACHED', 'UNREACHABLE'}
+    for name in ("upper.L", "fore.L", "upper.R", "fore.R", "spine0"):
+        pb = ob.pose.bones[name]
+        # Deflection of the bone from its rest direction in its parent's frame.
+        parent = pb.parent.matrix.to_3x3().normalized() if pb.parent else np.eye(3)
+        rest_parent = pb.parent.bone.matrix_local.to_3x3() if pb.parent else np.eye(3)
+        rest = (np.array(rest_parent).T @ np.array(pb.bone.matrix_local.to_3x3()))[:, 1]
+        now = np.array(parent).T @ np.array(pb.matrix.to_3x3().normalized().col[1])
+        angle = math.degrees(math.acos(min(1.0, float(rest @ now))))
+        assert angle <= 25.0 + 1e-3, (name, angle)
+
+
+def test_a_limit_on_a_branching_bone_is_reported():
+    ob = torso()
+    ob.pose.bones["spine1"].fabrik_limit.mode = 'CONE'
+    left = add_chain(ob, "fore.L", 4, empty("L", (0.9, 0.3, 1.3)))
+    add_chain(ob, "fore.R", 4, empty("R", (-0.9, 0.3, 1.3)))
+    bpy.context.view_layer.update()
+    assert left.status == 'INVALID' and "branches to several chains" in left.message

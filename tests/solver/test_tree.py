@@ -3,9 +3,17 @@
 import numpy as np
 import pytest
 from chains import random_chain, reachable_target
-from trees import path_to, random_pose, random_y_tree, rigid_pose, solve_one_after_another, torso
+from trees import (
+    limited_tree_pose,
+    path_to,
+    random_pose,
+    random_y_tree,
+    rigid_pose,
+    solve_one_after_another,
+    torso,
+)
 
-from fabrik_addon.solver import solve_chain, solve_tree
+from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_chain, solve_tree
 
 
 def lengths(joints, parents):
@@ -50,6 +58,47 @@ def test_rigid_shoulders_turn_together_and_both_hands_reach():
         np.testing.assert_allclose(lengths(result.joints, parents), lengths(joints, parents), rtol=1e-9)
         both += bool(result.reached.all())
     assert both >= 0.95 * trials
+
+
+def random_cones(rng, count):
+    return [None] + [ConeLimit(*np.radians(rng.uniform(20, 90, 4))) for _ in range(count - 1)]
+
+
+def test_trees_with_limits_never_break_them():
+    rng = np.random.default_rng(82)
+    for _ in range(60):
+        joints, parents, effectors = random_y_tree(rng)
+        limits = random_cones(rng, len(joints))
+        pole = np.array([rng.uniform(-3, 3, 3), [np.nan] * 3]) if rng.random() < 0.5 else None
+        result = solve_tree(joints, parents, effectors, rng.uniform(-3, 3, (2, 3)), limits=limits, poles=pole,
+                            max_iterations=100)
+        assert np.isfinite(result.joints).all()
+        excess = resolve_tree_limits(limits, joints, parents).violations(result.joints, np.array(parents))
+        assert excess.max() <= 1e-6
+        np.testing.assert_allclose(lengths(result.joints, parents), lengths(joints, parents), rtol=1e-9)
+
+
+def test_limit_respecting_target_pairs_are_mostly_reached():
+    """Pairs from forward kinematics of poses inside random 20-90 degree cones. Measured 81% of 150
+    (one start 50%, limits in the tip-to-root pass too 50% from 35%, aimed restarts 81%)."""
+    rng = np.random.default_rng(81)
+    trials, both = 60, 0
+    for _ in range(trials):
+        joints, parents, effectors = random_y_tree(rng)
+        limits = random_cones(rng, len(joints))
+        targets = limited_tree_pose(rng, joints, parents, resolve_tree_limits(limits, joints, parents))[effectors]
+        tolerance = 1e-3 * lengths(joints, parents).sum()
+        both += bool(solve_tree(joints, parents, effectors, targets, limits=limits, tolerance=tolerance,
+                                max_iterations=100).reached.all())
+    assert both >= 0.7 * trials
+
+
+def test_limits_on_children_of_a_rigid_joint_are_refused():
+    joints, parents, effectors = torso(np.random.default_rng(83))
+    limits = [None] * len(joints)
+    limits[3] = ConeLimit(0.5, 0.5, 0.5, 0.5)  # a shoulder: a child of the rigid spine top (joint 2)
+    with pytest.raises(ValueError, match="rigid joint 2"):
+        solve_tree(joints, parents, effectors, joints[effectors], rigid=[2], limits=limits)
 
 
 def test_weight_zero_reproduces_the_single_chain_solve_of_the_other_effector():

@@ -99,3 +99,21 @@ def solve_one_after_another(joints, parents, effectors, targets, tolerance, max_
                 new[j] = new[parents[j]] + (pose[j] - pose[parents[j]])
         pose = new
     return pose
+
+
+def limited_tree_pose(rng: np.random.Generator, joints: np.ndarray, parents: list[int], tree_limits) -> np.ndarray:
+    """Forward kinematics of a random pose inside every limit, measured as the solver measures."""
+    from limited import inside_direction
+
+    out = joints.copy()
+    now: dict[int, np.ndarray] = {}
+    for j in range(1, len(joints)):
+        p = parents[j]
+        length = np.linalg.norm(joints[j] - joints[p])
+        frame = now.get(p, tree_limits.base_frame) @ tree_limits.rest_offsets[j]
+        limit = tree_limits.limits[j]
+        local = inside_direction(rng, limit) if limit is not None else np.array([0.0, 1.0, 0.0])
+        d = frame @ local
+        out[j] = out[p] + length * d
+        now[j] = tree_limits.bone_frame(j, d)
+    return out
