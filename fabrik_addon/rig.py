@@ -224,11 +224,6 @@ def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> 
     return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
 
 
-def base_rotation(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> Quaternion:
-    return adapter.quaternion_from_channels(pose_bone.rotation_mode,
-                                            base_channels(pose_bone, evaluated_bone, animated))
-
-
 def stored_channels(pose_bone) -> tuple[float, ...]:
     """The stored base rotation in the bone's own rotation mode (captured from its pose on first use)."""
     base = pose_bone.fabrik_base
@@ -351,11 +346,6 @@ def segment_frames(matrices: list[np.ndarray], joints: np.ndarray) -> np.ndarray
 def unit_columns(matrix: np.ndarray) -> np.ndarray:
     m = np.array(matrix)[:3, :3]
     return m / np.linalg.norm(m, axis=0)
-
-
-def solve_armature(ob, depsgraph) -> None:
-    """Solve every enabled chain of armature object ``ob`` and write its bones' rotations."""
-    solve_armatures([ob], depsgraph)
 
 
 def solve_armatures(obs, depsgraph) -> None:

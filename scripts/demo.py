@@ -20,7 +20,6 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests" / "blender"))
 
 import bpy  # noqa: E402
 from mathutils import Vector  # noqa: E402

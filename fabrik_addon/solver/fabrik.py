@@ -297,23 +297,17 @@ def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np
 
 def backward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[float], dirs: np.ndarray,
                      limits: ResolvedLimits, tiny: float) -> None:
-    """Tip-to-root pass that turns each bone so its already-placed child sits inside the child's limit.
-
-    Projects the child's direction, seen from this bone's limit frame, onto the child's limit, then
-    turns this bone by the minimal rotation that carries the allowed direction onto the actual child.
-    The root-to-tip pass enforces the limits exactly; this pass keeps it from undoing them each time.
-    """
+    """Tip-to-root pass that turns each bone so its already-placed child sits inside the child's limit
+    (:meth:`.LimitFrames.fit_child`). The root-to-tip pass enforces the limits exactly; this pass keeps
+    it from undoing them each time."""
     n = len(L)
     child = None
     for i in range(n - 1, -1, -1):
         d = np.array([xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]])
         norm = math.sqrt(float(d @ d))
         d = d / norm if norm > tiny else dirs[i]
-        if child is not None and limits.limits[i + 1] is not None:
-            frame = limits.limit_frame(limits.bone_frame(i, d), i + 1)
-            allowed = frame @ limits.limits[i + 1].project(frame.T @ child)  # type: ignore[union-attr]
-            d = matrix_from_two_vectors(allowed, child) @ d
-            d /= math.sqrt(float(d @ d))  # keep lengths exact despite rounding in the rotation
+        if child is not None:
+            d = limits.fit_child(i, d, i + 1, child)
         step = d * L[i]
         xs[i], ys[i], zs[i] = xs[i + 1] - float(step[0]), ys[i + 1] - float(step[1]), zs[i + 1] - float(step[2])
         child = d
@@ -328,7 +322,6 @@ def forward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[f
         norm = math.sqrt(float(d @ d))
         d = d / norm if norm > tiny else dirs[i]
         d = limits.constrain(parent, i, d)
-        d /= math.sqrt(float(d @ d))  # keep lengths exact despite rounding in the projection
         step = d * L[i]
         xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + float(step[0]), ys[i] + float(step[1]), zs[i] + float(step[2])
         parent = limits.bone_frame(i, d)

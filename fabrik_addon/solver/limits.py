@@ -169,14 +169,18 @@ class ChainLimits:
 
 
 @dataclass(frozen=True)
-class ResolvedLimits:
-    """:class:`ChainLimits` checked against a chain, with every default filled in."""
+class LimitFrames:
+    """Limits with every frame they are measured in, for chains and trees alike.
+
+    Bone ``i``'s frame follows its direction: its start frame turned by the minimal rotation. Its limit
+    is measured in its parent bone's current frame turned by its rest offset.
+    """
 
     limits: tuple[Limit, ...]
-    frames: np.ndarray
-    start_dirs: np.ndarray
-    rest_offsets: np.ndarray
-    base_frame: np.ndarray
+    frames: np.ndarray  # (N, 3, 3) start-pose frames
+    start_dirs: np.ndarray  # (N, 3)
+    rest_offsets: np.ndarray  # (N, 3, 3)
+    base_frame: np.ndarray  # (3, 3)
 
     def limit_frame(self, parent_frame: np.ndarray, bone: int) -> np.ndarray:
         return parent_frame @ self.rest_offsets[bone]
@@ -187,11 +191,33 @@ class ResolvedLimits:
         return matrix_from_two_vectors(self.start_dirs[bone], direction, fallback_axis=start[:, 0]) @ start
 
     def constrain(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray) -> np.ndarray:
+        """The nearest unit direction to ``direction`` that the bone's limit allows."""
         limit = self.limits[bone]
         if limit is None:
             return direction
         frame = self.limit_frame(parent_frame, bone)
-        return frame @ limit.project(frame.T @ direction)
+        d = frame @ limit.project(frame.T @ direction)
+        return d / math.sqrt(float(d @ d))  # exact unit length keeps bone lengths exact
+
+    def fit_child(self, bone: int, direction: np.ndarray, child: int, child_direction: np.ndarray) -> np.ndarray:
+        """Direction for ``bone`` near ``direction`` that puts its already-placed ``child`` (pointing
+        along ``child_direction``) inside the child's limit: the tip-to-root use of limits.
+
+        Projects the child's direction, seen from the limit frame ``bone`` would have, onto the limit,
+        then turns the bone by the minimal rotation carrying the allowed direction onto the actual one.
+        """
+        limit = self.limits[child]
+        if limit is None:
+            return direction
+        frame = self.limit_frame(self.bone_frame(bone, direction), child)
+        allowed = frame @ limit.project(frame.T @ child_direction)
+        d = matrix_from_two_vectors(allowed / np.linalg.norm(allowed), child_direction) @ direction
+        return d / math.sqrt(float(d @ d))
+
+
+@dataclass(frozen=True)
+class ResolvedLimits(LimitFrames):
+    """:class:`ChainLimits` checked against a chain, with every default filled in."""
 
     def violations(self, joints: np.ndarray) -> np.ndarray:
         """Per-bone excess of a pose ``(N+1, 3)`` over its limits (<= 0 means within)."""

@@ -24,7 +24,7 @@ from .fabrik import (
     pad3,
     turn_toward_pole,
 )
-from .limits import ConeLimit, HingeLimit, Limit
+from .limits import ConeLimit, HingeLimit, Limit, LimitFrames
 from .prepare import EPS
 from .rotations import matrix_from_two_vectors
 
@@ -308,15 +308,11 @@ def _turn_branches(branches: list, pole: np.ndarray | None, xs: list[float], ys:
 def _toward_limited(c: int, g: int, j: int, xs: list[float], ys: list[float], zs: list[float], length: float,
                     fallback: tuple, limits: TreeLimits, tiny: float) -> tuple[float, float, float]:
     """Where joint j goes when placed from child c, turning bone c so that its placed child g sits
-    inside g's limit (the tip-to-root use of limits, as for chains)."""
+    inside g's limit (:meth:`.LimitFrames.fit_child`)."""
     d = np.array([xs[c] - xs[j], ys[c] - ys[j], zs[c] - zs[j]])
     norm = math.sqrt(float(d @ d))
     d = d / norm if norm > tiny else np.array(fallback)
-    child = _unit(xs, ys, zs, c, g, limits.start_dirs[g], tiny)
-    frame = limits.bone_frame(c, d) @ limits.rest_offsets[g]
-    allowed = frame @ limits.limits[g].project(frame.T @ child)
-    d = matrix_from_two_vectors(allowed / np.linalg.norm(allowed), child) @ d
-    d /= math.sqrt(float(d @ d))
+    d = limits.fit_child(c, d, g, _unit(xs, ys, zs, c, g, limits.start_dirs[g], tiny))
     return xs[c] - float(d[0]) * length, ys[c] - float(d[1]) * length, zs[c] - float(d[2]) * length
 
 
@@ -329,26 +325,9 @@ def _unit(xs: list[float], ys: list[float], zs: list[float], p: int, j: int, fal
 
 
 @dataclass(frozen=True)
-class TreeLimits:
-    """Per-joint limits of a tree with the frames they are measured in (see :func:`solve_tree`)."""
-
-    limits: tuple
-    frames: np.ndarray  # (J, 3, 3) start frame of the bone ending at each joint
-    start_dirs: np.ndarray  # (J, 3)
-    rest_offsets: np.ndarray  # (J, 3, 3)
-    base_frame: np.ndarray  # (3, 3)
-
-    def bone_frame(self, j: int, direction: np.ndarray) -> np.ndarray:
-        start = self.frames[j]
-        return matrix_from_two_vectors(self.start_dirs[j], direction, fallback_axis=start[:, 0]) @ start
-
-    def constrain(self, parent_frame: np.ndarray, j: int, direction: np.ndarray) -> np.ndarray:
-        limit = self.limits[j]
-        if limit is None:
-            return direction
-        frame = parent_frame @ self.rest_offsets[j]
-        d = frame @ limit.project(frame.T @ direction)
-        return d / math.sqrt(float(d @ d))
+class TreeLimits(LimitFrames):
+    """Per-joint limits of a tree with the frames they are measured in (see :func:`solve_tree`);
+    entry ``j`` is the bone ending at joint ``j``."""
 
     def violations(self, joints: np.ndarray, parents: np.ndarray) -> np.ndarray:
         """Per-joint excess of a pose ``(J, 3)`` over the limits (<= 0 means within), for trees without
@@ -360,8 +339,9 @@ class TreeLimits:
             p = int(parents[j])
             d = joints[j] - joints[p]
             d = d / np.linalg.norm(d)
-            if self.limits[j] is not None:
-                out[j] = self.limits[j].excess((now.get(p, self.base_frame) @ self.rest_offsets[j]).T @ d)
+            limit = self.limits[j]
+            if limit is not None:
+                out[j] = limit.excess(self.limit_frame(now.get(p, self.base_frame), j).T @ d)
             now[j] = self.bone_frame(j, d)
         return out
 
