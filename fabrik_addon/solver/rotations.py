@@ -22,13 +22,22 @@ def matrix_from_two_vectors(a: np.ndarray, b: np.ndarray, fallback_axis: np.ndar
     -------
     ndarray, shape (3, 3)
     """
-    v = np.cross(a, b)
-    c = float(a @ b)
+    # Plain floats: for one pair, np.cross and friends cost ~20x the arithmetic (this runs per bone
+    # per pass in limited solves).
+    ax, ay, az = float(a[0]), float(a[1]), float(a[2])
+    bx, by, bz = float(b[0]), float(b[1]), float(b[2])
+    c = ax * bx + ay * by + az * bz
     if c < -1.0 + 1e-12:
         axis = perpendicular(a) if fallback_axis is None else fallback_axis / np.linalg.norm(fallback_axis)
         return 2.0 * np.outer(axis, axis) - np.eye(3)
-    vx = np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-    return np.eye(3) + vx + vx @ vx / (1.0 + c)
+    vx, vy, vz = ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+    k = 1.0 / (1.0 + c)
+    # I + [v]x + [v]x^2 / (1 + c), expanded.
+    return np.array([
+        [1.0 - (vy * vy + vz * vz) * k, vx * vy * k - vz, vx * vz * k + vy],
+        [vx * vy * k + vz, 1.0 - (vx * vx + vz * vz) * k, vy * vz * k - vx],
+        [vx * vz * k - vy, vy * vz * k + vx, 1.0 - (vx * vx + vy * vy) * k],
+    ])
 
 
 def matrices_from_two_vectors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
