@@ -29,8 +29,11 @@ def request_solve() -> None:
 
 
 def rigs(scene):
+    """Armatures to solve: with chains, switched on, not paused, not in Edit Mode (whose bones are
+    being changed; leaving it updates the Armature, which solves again)."""
     for ob in scene.objects:
-        if ob.type == 'ARMATURE' and ob.fabrik.enabled and len(ob.fabrik.chains) and ob.name not in _suspended:
+        if ob.type == 'ARMATURE' and ob.fabrik.enabled and len(ob.fabrik.chains) and ob.name not in _suspended \
+                and ob.mode != 'EDIT':
             yield ob
 
 

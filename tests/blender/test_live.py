@@ -257,3 +257,18 @@ def test_small_and_batched_pose_math_write_the_same_rotations(monkeypatch, influ
 
     # mathutils computes in single precision: ~1e-6 apart, about 1e-5 scene units at the tip.
     np.testing.assert_allclose(solve_with(1000), solve_with(0), atol=1e-5)
+
+
+def test_edit_mode_pauses_solving_and_leaving_it_solves_with_the_edited_bones():
+    ob, target, chain = animated_rig()
+    bpy.context.scene.frame_set(10)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode='EDIT')
+    ob.data.edit_bones["b3"].tail.z += 0.5  # a longer tip
+    before = pose_snapshot(ob)
+    bpy.context.scene.frame_set(20)
+    np.testing.assert_array_equal(pose_snapshot(ob), before)
+    bpy.ops.object.mode_set(mode='OBJECT')
+    bpy.context.scene.frame_set(30)
+    assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
+    assert ob.data.bones["b3"].length == pytest.approx(1.5, abs=1e-5)
