@@ -56,6 +56,11 @@ def action_key(ob) -> tuple:
     return (adt.action.name if adt.action else None, len(compat.animated_fcurves(ob)), len(adt.drivers))
 
 
+def peek(name: str) -> RigCache | None:
+    """The cache of the armature object named ``name`` if it has one now (never builds one)."""
+    return _caches.get(name)
+
+
 def get(ob) -> RigCache:
     """The cache of armature object ``ob``, built on first use or after the action changed."""
     key = action_key(ob)

@@ -1,4 +1,4 @@
-"""Solve the chains of one armature: validate, build the pre-IK pose, solve, write bone rotations."""
+"""Solve the chains of armatures: validate, build the pose without IK, solve, write bone rotations."""
 
 from __future__ import annotations
 
@@ -127,14 +127,17 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
         except ChainError as error:
             invalid.append((index, str(error)))
             continue
-        depth = 0
-        parent = ob.data.bones[bones[0]].parent
-        while parent is not None:
-            depth += 1
-            parent = parent.parent
-        plans.append(ChainPlan(index, bones, depth))
+        plans.append(ChainPlan(index, bones, bone_depth(ob.data.bones[bones[0]])))
     plans.sort(key=lambda plan: plan.depth)
     return plans, invalid
+
+
+def bone_depth(bone) -> int:
+    """How many ancestors a bone has: parents are solved before their children."""
+    depth = 0
+    while bone.parent is not None:
+        depth, bone = depth + 1, bone.parent
+    return depth
 
 
 def check_references(ob, chain, bones: list[str]) -> None:
@@ -238,7 +241,7 @@ def capture_base(pose_bone) -> None:
     q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
     pose_bone.fabrik_base.rotation = tuple(q)
     pose_bone.fabrik_base.captured = True
-    rig_cache = cache._caches.get(pose_bone.id_data.name)
+    rig_cache = cache.peek(pose_bone.id_data.name)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
         rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True

@@ -10,6 +10,7 @@ from .rig import (
     ChainPlan,
     RigState,
     base_channels,
+    bone_depth,
     check_references,
     parent_matrix,
     rest_relative,
@@ -46,19 +47,12 @@ def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
                   key=lambda g: min(p.depth for p in g))
 
 
-def _depth(bone) -> int:
-    depth = 0
-    while bone.parent is not None:
-        depth, bone = depth + 1, bone.parent
-    return depth
-
-
 def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgraph) -> None:
     """Solve ``chains`` (which share bones) as one tree and write every bone's rotation."""
     names: list[str] = []
     for plan in plans:
         names += [b for b in plan.bones if b not in names]
-    names.sort(key=lambda n: _depth(ob.data.bones[n]))  # parents before children
+    names.sort(key=lambda n: bone_depth(ob.data.bones[n]))  # parents before children
     index = {name: k for k, name in enumerate(names)}
     data = [ob.data.bones[n] for n in names]
     ev_bones = [ev.pose.bones[n] for n in names]
