@@ -88,8 +88,8 @@ def test_solved_poses_never_break_a_limit():
 def test_limit_respecting_targets_are_reached():
     """Targets from forward kinematics of poses inside random 20-90 degree cones (3 to 8 bones).
 
-    Measured 98.1% over 360 draws and 96.7% over these 150 (goal 99%, not yet met); the bound guards
-    against falling below that level.
+    Goal 99%. Measured 99.7-100% over 3 x 360 draws (FABRIK alone with fixed restarts: 97.2-98.1%; the
+    CCD refinement closes the gap).
     """
     rng = np.random.default_rng(34)
     trials, reached = 0, 0
@@ -102,7 +102,7 @@ def test_limit_respecting_targets_are_reached():
                                  max_iterations=100)
             trials += 1
             reached += result.reached
-    assert reached / trials >= 0.95
+    assert reached / trials >= 0.99
 
 
 def test_unreachable_under_limits_gets_close_and_keeps_limits():
