@@ -115,6 +115,7 @@ def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndar
     stalled = np.zeros(count, dtype=np.int64)
     d, dist = np.empty_like(X[0]), np.empty(count)
     back, tiny_max = -U, float(tiny.max())
+    alive = np.ones(count, dtype=bool)  # columns whose chain has not stopped yet
     for iteration in range(1, max_iterations + 1):
         X[n] = tgt
         for i in range(n - 1, -1, -1):
@@ -133,23 +134,28 @@ def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndar
             np.copyto(best, X, where=better)
         best_error = np.where(better, err, best_error)
         stalled = np.where(previous - err < min_improvement * previous, stalled + 1, 0)
-        done = (err <= tolerance) | (stalled >= STALL_PATIENCE)
+        done = alive & ((err <= tolerance) | (stalled >= STALL_PATIENCE))
         previous = err
         if iteration == max_iterations:
-            done[:] = True
+            done = alive
         if done.any():
             finished = ids[done]
             out[:, :, finished] = best[:, :, done]
             out_error[finished] = best_error[done]
             out_iterations[finished] = iteration
-            keep = ~done
-            if not keep.any():
+            alive = alive & ~done
+            if not alive.any():
                 break
-            ids, best_error, previous, stalled, tiny = (a[keep] for a in (ids, best_error, previous, stalled, tiny))
-            X, best, U, tgt, root, L = (_columns(a, keep) for a in (X, best, U, tgt, root, L))
-            pole = None if pole is None else _columns(pole, keep)
-            d, dist = np.empty_like(X[0]), np.empty(len(ids))
-            back, tiny_max = -U, float(tiny.max())
+            # Finished chains ride along (their results are recorded) until a quarter of the columns
+            # are finished: dropping them costs a copy of every array, ~0.5 ms at 1000 chains.
+            if alive.mean() < 0.75:
+                keep = alive
+                ids, best_error, previous, stalled, tiny, alive = (
+                    a[keep] for a in (ids, best_error, previous, stalled, tiny, alive))
+                X, best, U, tgt, root, L = (_columns(a, keep) for a in (X, best, U, tgt, root, L))
+                pole = None if pole is None else _columns(pole, keep)
+                d, dist = np.empty_like(X[0]), np.empty(len(ids))
+                back, tiny_max = -U, float(tiny.max())
     return out, out_error, out_iterations
 
 
