@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import adapter
+from . import adapter, cache
 from .rig import (
     ChainError,
     ChainPlan,
@@ -13,7 +13,6 @@ from .rig import (
     bone_depth,
     check_references,
     parent_matrix,
-    rest_relative,
     segment_frames,
     set_status,
     unit_columns,
@@ -57,7 +56,8 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
     data = [ob.data.bones[n] for n in names]
     ev_bones = [ev.pose.bones[n] for n in names]
     pose_bones = [ob.pose.bones[n] for n in names]
-    rel = [rest_relative(b) for b in data]
+    rig_cache = cache.get(ob)
+    rel = [rig_cache.rel[rig_cache.index[n]] for n in names]  # rest matrices relative to the parent
     for chain, plan in zip(chains, plans):
         check_references(ob, chain, plan.bones)
     channels = [base_channels(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
@@ -97,7 +97,9 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
             poles.append(np.full(3, np.nan))
         weights.append(chain.weight)
     tolerance = min(c.tolerance for c in chains) / state.scale
-    children_of = [[j for j in range(len(joints)) if parents[j] == k] for k in range(len(joints))]
+    children_of: list[list[int]] = [[] for _ in joints]
+    for j in range(1, len(joints)):
+        children_of[parents[j]].append(j)
     rigid = [k for k in range(len(names)) if len(children_of[k]) >= 2]
     limits = _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent)
     try:
@@ -115,7 +117,6 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
         while j >= 0:
             pull[j] += max(weight, 1e-6)
             j = parents[j]
-    children = {k: [j for j in range(len(joints)) if parents[j] == k] for k in range(len(names))}
     influence = {n: np.mean([c.influence for c, p in zip(chains, plans) if n in p.bones]) for n in names}
     matching = {p.bones[-1]: target_frames[i] for i, (c, p) in enumerate(zip(chains, plans))
                 if c.match_target_rotation}
@@ -129,10 +130,10 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
         m[:3, 3] = head
         if name in matching:
             m[:3, :3] = unit_columns(matching[name]) * np.linalg.norm(pre[name][:3, :3], axis=0)
-        elif children[k]:
-            before = np.array([joints[j] - pre[name][:3, 3] for j in children[k]])
-            after = np.array([solved[j] - head for j in children[k]])
-            m[:3, :3] = _best_turn(before, after, pull[children[k]]) @ pre[name][:3, :3]
+        elif children_of[k]:
+            before = np.array([joints[j] - pre[name][:3, 3] for j in children_of[k]])
+            after = np.array([solved[j] - head for j in children_of[k]])
+            m[:3, :3] = _best_turn(before, after, pull[children_of[k]]) @ pre[name][:3, :3]
         q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
         if influence[name] < 1.0:
             q = base[k].slerp(q, influence[name])
