@@ -80,11 +80,14 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
                     values[name].append(adapter.read_rotation(pb))
             if progress:
                 progress(k + 1, total_steps)
+        # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
+        tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones, modes)]
+        reaches = [_reach(live, b) for b in range(len(bones))] if reduce_tolerance > 0.0 else []
         passed = None
         key_seconds = 0.0
         for attempt, factor in enumerate(loosen):
             writing = time.perf_counter()
-            keys = _write_keys(ob, bones, modes, keyed_frames, values, live, all_frames, reduce_tolerance, factor)
+            keys = _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, factor)
             key_seconds += time.perf_counter() - writing
             baked = _replay(context, ob, bones, all_frames)
             if progress:
@@ -95,7 +98,7 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
         if reduce_tolerance > 0.0 and passed is not None and passed[0] != factor:
             # The looser budget overshot: put back the keys of the last one that measured within.
             writing = time.perf_counter()
-            _write_keys(ob, bones, modes, keyed_frames, values, live, all_frames, reduce_tolerance, passed[0])
+            _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, passed[0])
             key_seconds += time.perf_counter() - writing
             keys, baked = passed[1], passed[2]
     finally:
@@ -132,19 +135,18 @@ def _heads_and_tails(ob, depsgraph, bones: list[str]) -> np.ndarray:
                      for name in bones])
 
 
-def _write_keys(ob, bones, modes, frames, values, live, all_frames, reduce_tolerance, loosen=1.0) -> int:
+def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_tolerance, loosen=1.0) -> int:
     """Replace the keys inside the frame range on each bone's rotation channels; returns keys written."""
     fcurves = compat.ensure_fcurves(ob)
     first, last = all_frames[0], all_frames[-1]
     written = 0
     for b, (name, mode) in enumerate(zip(bones, modes)):
-        track = _continuous(mode, np.array(values[name], dtype=np.float64))
+        track = tracks[b]
         keep = np.arange(len(frames))
         if reduce_tolerance > 0.0:
-            reach = _reach(live, bones, b)
             # Each bone may spend an equal share of the tolerance; its angle error moves points at most
             # angle * reach, so keys are dropped while every bone stays within its angular share.
-            budget = loosen * reduce_tolerance / (len(bones) * max(reach, 1e-9))
+            budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
         path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
         for index in range(track.shape[1]):
@@ -183,7 +185,7 @@ def _continuous(mode: str, track: np.ndarray) -> np.ndarray:
     return track
 
 
-def _reach(live: np.ndarray, bones: list[str], b: int) -> float:
+def _reach(live: np.ndarray, b: int) -> float:
     """Farthest any baked bone point gets from bone ``b``'s head: how far a turn of ``b`` can move things."""
     head = live[:, b, 0][:, None, None, :]
     return float(np.linalg.norm(live - head, axis=-1).max())
