@@ -74,6 +74,10 @@ class Layout:
     rest: list[list[ChainPlan]]  # chains below other chains, and trees: parents first
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
 
+    @property
+    def free_bones(self) -> int:
+        return sum(len(plan.bones) for plan in self.free)
+
 
 def plan_chains(ob) -> list[ChainPlan]:
     """Validate every enabled chain's bones (marking invalid ones) and order the rest parents first.
@@ -227,6 +231,27 @@ def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> 
     return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
 
 
+def base_rotation(ob, ev, rig_cache, i: int) -> Quaternion:
+    """Bone ``i``'s rotation without IK as a unit quaternion (see :func:`base_channels`).
+
+    Captures the bone's base pose on first use. Quaternion bones mix the stored rotation with their
+    keyed or driven components; other rotation modes are converted from their channels.
+    """
+    name = rig_cache.names[i]
+    if not rig_cache.captured[i]:
+        capture_base(ob.pose.bones[name])  # also fills the cache's stored row
+    if not rig_cache.quaternion[i]:
+        pb = ob.pose.bones[name]
+        return adapter.quaternion_from_channels(pb.rotation_mode,
+                                                base_channels(pb, ev.pose.bones[name], rig_cache.animated_paths))
+    q = Quaternion(rig_cache.stored[i].tolist())
+    mask = rig_cache.animated[i]
+    if mask.any():
+        current = ev.pose.bones[name].rotation_quaternion
+        q = Quaternion([current[k] if mask[k] else q[k] for k in range(4)])
+    return q.normalized() if q.magnitude > 0.0 else Quaternion()
+
+
 def stored_channels(pose_bone) -> tuple[float, ...]:
     """The stored base rotation in the bone's own rotation mode (captured from its pose on first use)."""
     base = pose_bone.fabrik_base
@@ -358,7 +383,7 @@ def solve_armatures(obs, depsgraph) -> None:
     share one batched solve; chains below another chain and chains sharing bones (trees) follow,
     parents first, each seeing the poses already written.
     """
-    from . import rig_batch, rig_tree
+    from . import rig_batch, rig_small, rig_tree
 
     requests: rig_batch.Requests = defaultdict(list)
     pending, later = [], []
@@ -379,7 +404,9 @@ def solve_armatures(obs, depsgraph) -> None:
         plan = layout(ob)
         free = [(chains[p.index], p) for p in plan.free]
         rest = plan.rest
-        if free:
+        if free and plan.free_bones <= rig_small.SMALL_BONES:
+            rig_small.solve(ob, ev, free, state, depsgraph, rig_cache, keep_matrices=bool(rest))
+        elif free:
             pending.append(rig_batch.prepare(ob, ev, free, state, depsgraph, rig_cache, requests,
                                              keep_matrices=bool(rest)))
         later.append((ob, ev, state, rig_cache, rest))
@@ -391,8 +418,8 @@ def solve_armatures(obs, depsgraph) -> None:
         for group in rest:
             try:
                 if len(group) == 1:
-                    rig_batch.solve_standalone(ob, ev, [(chains[group[0].index], group[0])], state, depsgraph,
-                                               rig_cache)
+                    rig_small.solve(ob, ev, [(chains[group[0].index], group[0])], state, depsgraph, rig_cache,
+                                    keep_matrices=True)
                 else:
                     rig_tree.solve_group(ob, ev, [chains[p.index] for p in group], group, state, depsgraph)
             except ChainError as error:

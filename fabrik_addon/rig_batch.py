@@ -13,7 +13,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
-from mathutils import Matrix, Quaternion, Vector
+from mathutils import Quaternion
 
 from . import adapter, diagnostics
 from .cache import RigCache
@@ -22,7 +22,7 @@ from .rig import (
     ChainError,
     RigState,
     base_channels,
-    capture_base,
+    base_rotation,
     check_references,
     limits_for,
     unit_columns,
@@ -38,10 +38,6 @@ from .solver.rotations import (
 )
 
 _Y = np.array([0.0, 1.0, 0.0])
-# Up to this many bones in a group of equal-length chains, the pose math runs per bone in mathutils
-# (C 4x4 operations of under 1 us each); above it, batched in numpy, whose ~3-5 us per call only pays
-# off across many bones. Measured on one 10-bone chain: numpy pose math ~800 us, mathutils ~100 us.
-SMALL_GROUP_BONES = 96
 
 
 def bulk(collection, attribute: str, count: int, width: int) -> np.ndarray:
@@ -68,14 +64,6 @@ class Pending:
 Requests = dict[tuple, list[tuple]]  # chain shape and settings -> [(chain, entry), ...], across armatures
 
 
-def solve_standalone(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache) -> None:
-    """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
-    requests: Requests = defaultdict(list)
-    pending = prepare(ob, ev, items, state, depsgraph, cache, requests)
-    solve_requests(requests)
-    finish(pending)
-
-
 def prepare(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache, requests: Requests,
             keep_matrices: bool = True) -> Pending:
     """Read the pose, build each chain's joints and solve what cannot be batched; plain FABRIK chains
@@ -99,12 +87,7 @@ def prepare(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCa
                 if evaluated_matrices is None:
                     evaluated_matrices = bulk(ev.pose.bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(0, 2, 1)
                 parent[c] = evaluated_matrices[p]
-        if idx.size <= SMALL_GROUP_BONES:
-            pre = _forward_kinematics_small(parent, [[cache.rel_matrices[i] for i in row] for row in idx],
-                                            pending.base[idx], pending.location[idx], pending.scale[idx])
-        else:
-            pre = _forward_kinematics(parent, cache.rel[idx], pending.base[idx], pending.location[idx],
-                                      pending.scale[idx])
+        pre = _forward_kinematics(parent, cache.rel[idx], pending.base[idx], pending.location[idx], pending.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], cache.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
         every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
         entries = _solve(ob, group, idx, pre, parent, every, state, depsgraph, cache, requests)
@@ -149,16 +132,7 @@ def _base_rotations(ob, ev, items, cache: RigCache, count: int) -> np.ndarray:
         base[animated] = evaluated[animated]
     used = np.array([cache.index[name] for _, plan in items for name in plan.bones])
     for i in used[~cache.captured[used] | ~cache.quaternion[used]]:
-        name = cache.names[i]
-        pb = ob.pose.bones[name]
-        if not cache.captured[i]:
-            capture_base(pb)
-            cache.stored[i], cache.captured[i] = pb.fabrik_base.rotation, True
-            if cache.quaternion[i]:
-                base[i] = np.where(animated[i], base[i], cache.stored[i])
-        if not cache.quaternion[i]:
-            channels = base_channels(pb, ev.pose.bones[name], cache.animated_paths)
-            base[i] = tuple(adapter.quaternion_from_channels(pb.rotation_mode, channels))
+        base[i] = tuple(base_rotation(ob, ev, cache, i))
     norms = np.linalg.norm(base, axis=1, keepdims=True)
     return np.where(norms > 0.0, base / np.where(norms > 0.0, norms, 1.0), [1.0, 0.0, 0.0, 0.0])
 
@@ -180,17 +154,6 @@ def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
     for k in range(local.shape[1]):
         m = m @ local[:, k]
         out[:, k] = m
-    return out
-
-
-def _forward_kinematics_small(parent, rel: list[list[Matrix]], q, location, scale) -> np.ndarray:
-    """:func:`_forward_kinematics` one bone at a time in mathutils, for small groups."""
-    out = np.empty(q.shape[:2] + (4, 4))
-    for c, row in enumerate(rel):
-        m = Matrix(parent[c].tolist())
-        for k, rest in enumerate(row):
-            m = m @ rest @ Matrix.LocRotScale(location[c, k], Quaternion(q[c, k]), scale[c, k])
-            out[c, k] = m
     return out
 
 
@@ -267,11 +230,7 @@ def _write(pending: Pending, group, idx, pre, parent, every, solved) -> bool:
     heads = moved[:, :n]
     influence = np.array([group[c][0].influence for c in valid])
     frames = [solved[c].get("frame") for c in valid]
-    if vidx.size <= SMALL_GROUP_BONES:
-        q = _local_rotations_small(vpre, vparent, [[cache.rel_matrices[i] for i in row] for row in vidx], before,
-                                   after, heads, frames, base[vidx], influence)
-    else:
-        q = _local_rotations(vpre, vparent, cache.rel[vidx], before, after, heads, frames, base[vidx], influence)
+    q = _local_rotations(vpre, vparent, cache.rel[vidx], before, after, heads, frames, base[vidx], influence)
     quaternion = cache.quaternion[vidx]
     written[vidx[quaternion]] = q[quaternion]
     for v, k in zip(*np.nonzero(~quaternion)):  # other rotation modes: converted one bone at a time
@@ -318,28 +277,3 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
         q[partial] = slerp_quaternions(base[partial], q[partial],
                                        np.broadcast_to(influence[partial, None], base[partial].shape[:-1]))
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)
-
-
-def _local_rotations_small(pre, parent, rel: list[list[Matrix]], before, after, heads, frames, base,
-                           influence) -> np.ndarray:
-    """:func:`_local_rotations` one bone at a time in mathutils, for small groups."""
-    out = np.empty(base.shape)
-    for v in range(pre.shape[0]):
-        above = Matrix(parent[v].tolist())
-        for k in range(pre.shape[1]):
-            m = Matrix(pre[v, k].tolist())
-            if frames[v] is not None and k == pre.shape[1] - 1:
-                rotation = Matrix(unit_columns(frames[v]).tolist())
-            else:
-                rotation = Vector(before[v, k]).rotation_difference(Vector(after[v, k])).to_matrix()
-                rotation = rotation @ m.to_3x3().normalized()
-            ik = Matrix.LocRotScale(Vector(heads[v, k]), rotation.to_quaternion(), m.to_scale())
-            q = ((above @ rel[v][k]).inverted() @ ik).to_3x3().normalized().to_quaternion()
-            start = Quaternion(base[v, k])
-            if influence[v] < 1.0:
-                q = start.slerp(q, influence[v])
-            if q.dot(start) < 0.0:
-                q.negate()
-            out[v, k] = q
-            above = ik
-    return out

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .checks import bone_lengths, check_joints, check_points
+from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
 from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
@@ -23,6 +23,8 @@ DEFAULT_MAX_ITERATIONS = 30
 # this fraction. One slow iteration is not enough: a chain folding past a near target speeds up again.
 DEFAULT_MIN_IMPROVEMENT = 1e-3
 STALL_PATIENCE = 3
+
+Point = tuple[float, float, float]
 
 
 def check_settings(tolerance: float, max_iterations: int, min_improvement: float) -> None:
@@ -108,21 +110,96 @@ def run_fabrik(
     limits: ResolvedLimits | None,
 ) -> tuple[np.ndarray, float, int]:
     """The iteration loop on a prepared 3D chain; returns (joints, error, iterations)."""
-    n = len(lengths)
-    total = float(lengths.sum())
-    rx, ry, rz = (float(c) for c in joints[0])
-    tx, ty, tz = (float(c) for c in target)
     if unreachable and limits is None:
-        dist = math.dist(joints[0], target)
-        return straight_toward(joints[0], target, lengths), dist - total, 0
+        return straight_toward(joints[0], target, lengths), math.dist(joints[0], target) - float(lengths.sum()), 0
+    (xs, ys, zs), error, iterations = iterate(
+        joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(), lengths.tolist(),
+        (float(target[0]), float(target[1]), float(target[2])), pole, dirs, tolerance, max_iterations,
+        min_improvement, limits)
+    return np.array([xs, ys, zs]).T, error, iterations
 
-    xs, ys, zs = joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist()
-    L = lengths.tolist()
-    tiny = EPS * total
+
+def solve_points(
+    points: Sequence[Sequence[float]],
+    target: Sequence[float],
+    pole: Sequence[float] | None = None,
+    *,
+    tolerance: float = DEFAULT_TOLERANCE,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+) -> tuple[list[Point], float, int]:
+    """:func:`solve_chain` without limits on plain floats: 3D joints ``[(x, y, z), ...]`` in and out.
+
+    For callers that solve a few short chains and already hold floats (the Blender layer's few-chain
+    path): validating and converting through numpy would cost more than the solve. Raises
+    ``ValueError`` like :func:`solve_chain`. Returns ``(joints, error, iterations)``.
+    """
+    xs, ys, zs = [float(p[0]) for p in points], [float(p[1]) for p in points], [float(p[2]) for p in points]
+    n = len(xs) - 1
+    tx, ty, tz = float(target[0]), float(target[1]), float(target[2])
+    if not math.isfinite(sum(xs) + sum(ys) + sum(zs) + tx + ty + tz):
+        raise ValueError("joints or target contain NaN or infinity")
+    check_settings(tolerance, max_iterations, min_improvement)
+    # Square roots of sums of squares in x, y, z order, as the numpy set-up computes them, so that
+    # borderline cases (a target at exactly the chain's reach) are decided the same way.
+    sqrt = math.sqrt
+    lengths = [sqrt((xs[i + 1] - xs[i]) ** 2 + (ys[i + 1] - ys[i]) ** 2 + (zs[i + 1] - zs[i]) ** 2) for i in range(n)]
+    limit = ZERO_LENGTH * max(max(lengths), 1.0)
+    for i, length in enumerate(lengths):
+        if length <= limit:
+            raise ValueError(f"joints: bone {i} has zero length")
+    total = sum(lengths)
+    root = (xs[0], ys[0], zs[0])
+    distance = sqrt((tx - root[0]) ** 2 + (ty - root[1]) ** 2 + (tz - root[2]) ** 2)
+    if distance >= total:  # unreachable: laid straight toward the target
+        ux, uy, uz = (tx - root[0]) / distance, (ty - root[1]) / distance, (tz - root[2]) / distance
+        out, reach = [root], 0.0
+        for length in lengths:
+            reach += length
+            out.append((root[0] + reach * ux, root[1] + reach * uy, root[2] + reach * uz))
+        return out, distance - total, 0
+    if n >= 2 and math.dist(root, (xs[n], ys[n], zs[n])) >= total * (1.0 - EPS):
+        # A straight start: the shared set-up decides whether it needs a bend first.
+        result = solve_chain(np.array([xs, ys, zs]).T, np.array([tx, ty, tz]), pole=None if pole is None
+                             else np.array(pole, dtype=np.float64), tolerance=tolerance,
+                             max_iterations=max_iterations, min_improvement=min_improvement)
+        return [(p[0], p[1], p[2]) for p in result.joints.tolist()], result.error, result.iterations
+    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
+            for i in range(n)]
+    if pole is not None:
+        pole = (float(pole[0]), float(pole[1]), float(pole[2]))
+        if not math.isfinite(sum(pole)):
+            raise ValueError("pole contains NaN or infinity")
+    (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
+                                              int(max_iterations), min_improvement, None)
+    return list(zip(xs, ys, zs)), error, iterations
+
+
+def iterate(
+    xs: list[float],
+    ys: list[float],
+    zs: list[float],
+    L: list[float],
+    target: Point,
+    pole: np.ndarray | Sequence[float] | None,
+    dirs: np.ndarray | Sequence[Sequence[float]],
+    tolerance: float,
+    max_iterations: int,
+    min_improvement: float,
+    limits: ResolvedLimits | None,
+) -> tuple[tuple[list[float], list[float], list[float]], float, int]:
+    """The backward-forward passes on one reachable chain held as coordinate lists (changed in place).
+
+    Returns the best pose seen as ``(xs, ys, zs)``, its tip error and the iterations used.
+    """
+    n = len(L)
+    tx, ty, tz = target
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    tiny = EPS * sum(L)
     sqrt = math.sqrt
     error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
     if error <= tolerance and pole is None and limits is None:
-        return joints, error, 0
+        return (xs, ys, zs), error, 0
 
     best: tuple[list[float], list[float], list[float]] | None = None
     best_error = math.inf
@@ -149,7 +226,7 @@ def run_fabrik(
                     ay = ys[i] = ay - u[1] * L[i]
                     az = zs[i] = az - u[2] * L[i]
         else:
-            backward_limited(xs, ys, zs, L, dirs, limits, tiny)
+            backward_limited(xs, ys, zs, L, np.asarray(dirs), limits, tiny)
         # With limits the pole turns joints before the limited pass, so the pose it returns keeps
         # every limit; without, it turns them last, so the returned pose bends exactly to the pole.
         if pole is not None and limits is not None:
@@ -174,7 +251,7 @@ def run_fabrik(
             if pole is not None:
                 turn_toward_pole(xs, ys, zs, pole, tiny)
         else:
-            forward_limited(xs, ys, zs, L, dirs, limits, tiny)
+            forward_limited(xs, ys, zs, L, np.asarray(dirs), limits, tiny)
         error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
         if error < best_error:
             best_error, best = error, (xs[:], ys[:], zs[:])
@@ -183,7 +260,7 @@ def run_fabrik(
             break
         previous = error
     assert best is not None
-    return np.array(best).T, best_error, iterations
+    return best, best_error, iterations
 
 
 def run_limited(
@@ -259,7 +336,7 @@ def ccd_limited(joints: np.ndarray, target: np.ndarray, dirs: np.ndarray, length
                 zs[k] = pz + r[2][0] * vx + r[2][1] * vy + r[2][2] * vz
             # Back inside the limits after every turn, not once per sweep: each turn then starts from
             # a pose the limits allow (once per sweep freed almost nothing).
-            forward_limited(xs, ys, zs, L, dirs, limits, tiny)
+            forward_limited(xs, ys, zs, L, np.asarray(dirs), limits, tiny)
         error = math.sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
         if error < best_error:
             best, best_error = np.array([xs, ys, zs]).T, error
@@ -284,7 +361,8 @@ def _restarts(joints: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> li
     return starts
 
 
-def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np.ndarray, tiny: float) -> None:
+def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np.ndarray | Sequence[float],
+                     tiny: float) -> None:
     """Bend the chain toward the pole without changing any length, the root or the tip.
 
     First each interior joint swings about the line through its neighbours to the pole's side (seed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 _TINY = 1e-12
@@ -62,12 +64,34 @@ def perpendicular(u: np.ndarray) -> np.ndarray:
     Crosses ``u`` with the world axis it is least aligned with, preferring Z on ties so that a 2D
     chain (Z = 0) bends within its plane.
     """
-    order = (2, 0, 1)
-    k = order[int(np.argmin(np.abs(u[list(order)])))]
-    e = np.zeros(3)
-    e[k] = 1.0
-    p = np.cross(u, e)
-    return p / np.linalg.norm(p)
+    return np.array(perpendicular_floats(float(u[0]), float(u[1]), float(u[2])))
+
+
+def perpendicular_floats(ux: float, uy: float, uz: float) -> tuple[float, float, float]:
+    """:func:`perpendicular` on plain floats."""
+    if abs(uz) <= abs(ux) and abs(uz) <= abs(uy):  # u x Z
+        px, py, pz = uy, -ux, 0.0
+    elif abs(ux) <= abs(uy):  # u x X
+        px, py, pz = 0.0, uz, -uy
+    else:  # u x Y
+        px, py, pz = -uz, 0.0, ux
+    norm = math.sqrt(px * px + py * py + pz * pz)
+    return px / norm, py / norm, pz / norm
+
+
+def turn_floats(ax: float, ay: float, az: float, bx: float, by: float, bz: float,
+                vx: float, vy: float, vz: float) -> tuple[float, float, float]:
+    """Vector ``v`` turned by :func:`matrix_from_two_vectors` (unit ``a`` onto unit ``b``), on floats."""
+    c = ax * bx + ay * by + az * bz
+    if c < -1.0 + 1e-12:  # a half turn about a perpendicular of a
+        kx, ky, kz = perpendicular_floats(ax, ay, az)
+        t = 2.0 * (kx * vx + ky * vy + kz * vz)
+        return t * kx - vx, t * ky - vy, t * kz - vz
+    wx, wy, wz = ay * bz - az * by, az * bx - ax * bz, ax * by - ay * bx
+    cx, cy, cz = wy * vz - wz * vy, wz * vx - wx * vz, wx * vy - wy * vx  # w x v
+    k = 1.0 / (1.0 + c)
+    return (vx + cx + k * (wy * cz - wz * cy), vy + cy + k * (wz * cx - wx * cz),
+            vz + cz + k * (wx * cy - wy * cx))
 
 
 def parallel_transport_frames(joints: np.ndarray) -> np.ndarray:

@@ -234,27 +234,35 @@ def test_foreach_get_matrices_are_column_major():
 
 
 @pytest.mark.parametrize("influence", [1.0, 0.6])
-def test_small_and_batched_pose_math_write_the_same_rotations(monkeypatch, influence):
-    """Few bones go through mathutils, many through numpy: the two paths must agree."""
-    from fabrik_addon import handlers, rig_batch
+def test_few_chain_and_batched_paths_write_the_same_rotations(monkeypatch, influence):
+    """Few bones go through mathutils and plain floats, many through numpy: the two paths must agree."""
+    from fabrik_addon import handlers, rig_small
 
     def solve_with(limit):
         bpy.ops.wm.read_factory_settings(use_empty=True)
         ob = straightish_chain("Arm", 5)
         for pb in ob.pose.bones:
             pb.rotation_mode = 'QUATERNION'
+        ob.pose.bones["b1"].rotation_mode = 'XYZ'  # written through its own channels on both paths
         target = empty("Target", (0.8, 0.6, 3.1))
         target.rotation_euler = (0.3, 0.1, -0.4)
         add_chain(ob, "b4", 5, target, influence=influence, match_target_rotation=True)
         other = straightish_chain("Other", 4, location=(3, 0, 0), prefix="c")
         add_chain(other, "c3", 4, empty("T2", (3.7, -0.5, 2.4)), influence=influence)
-        monkeypatch.setattr(rig_batch, "SMALL_GROUP_BONES", limit)
+        legs = straightish_chain("Legs", 2, location=(-3, 0, 0), prefix="l")
+        add_chain(legs, "l1", 2, empty("T3", (-2.6, 0.3, 1.2)), influence=influence, solver='TWO_BONE',
+                  pole=empty("P3", (-3.0, -2.0, 1.0)))
+        monkeypatch.setattr(rig_small, "SMALL_BONES", limit)
         handlers.request_solve()
         bpy.context.view_layer.update()
-        return np.array([list(pb.rotation_quaternion) for o in (ob, other) for pb in o.pose.bones])
+        return np.array([list(pb.rotation_quaternion) + list(pb.rotation_euler) for o in (ob, other, legs)
+                         for pb in o.pose.bones])
 
     # mathutils computes in single precision: ~1e-6 apart, about 1e-5 scene units at the tip.
-    np.testing.assert_allclose(solve_with(1000), solve_with(0), atol=1e-5)
+    few, many = solve_with(1000), solve_with(0)
+    np.testing.assert_allclose(few, many, atol=1e-5)
+    assert np.abs(few - solve_with(1000)).max() == 0.0  # and each path is deterministic
+    assert np.abs(few[:, :4] - [1.0, 0.0, 0.0, 0.0]).max() > 0.1  # the chains did move
 
 
 def test_edit_mode_pauses_solving_and_leaving_it_solves_with_the_edited_bones():

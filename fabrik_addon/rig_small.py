@@ -1,0 +1,156 @@
+"""An armature's standalone chains one at a time, in mathutils and plain floats.
+
+For a few short chains a numpy call (1-3 us each, whatever its size) costs more than the arithmetic
+it does, and the batched path (:mod:`.rig_batch`) makes dozens of them per armature. Here every step is
+a mathutils 4x4 operation (under 1 us) or float arithmetic, the solvers are the float entry points of
+the core (:func:`.solver.fabrik.solve_points`, :func:`.solver.two_bone.two_bone_points`), and rotations
+are written bone by bone (1.6-3 us each, which also tags the armature for re-evaluation).
+
+The results match the batched path's: same start pose, same solvers, same rotation rules.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from mathutils import Matrix, Quaternion, Vector
+
+from . import adapter, diagnostics
+from .cache import RigCache
+from .rig import (
+    ZERO_LENGTH,
+    ChainError,
+    RigState,
+    base_channels,
+    base_rotation,
+    check_references,
+    limits_for,
+    parent_matrix,
+    unit_columns,
+    world_point,
+    world_position,
+)
+from .solver import solve_chain, solve_two_bone
+from .solver.fabrik import solve_points
+from .solver.two_bone import two_bone_points
+
+# Up to this many bones in an armature's standalone chains, this path runs; above it, the batched one.
+# Measured per frame with the handler alone (Blender 5.0.1): see README, "Per-frame cost".
+SMALL_BONES = 48
+
+_Y = Vector((0.0, 1.0, 0.0))
+
+
+def solve(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache, keep_matrices: bool) -> None:
+    """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
+    for chain, plan in items:
+        try:
+            _solve_chain(ob, ev, chain, plan, state, depsgraph, cache, keep_matrices)
+        except (ChainError, ValueError) as error:
+            diagnostics.record(chain, 'INVALID', str(error))
+
+
+def _solve_chain(ob, ev, chain, plan, state: RigState, depsgraph, cache: RigCache, keep_matrices: bool) -> None:
+    check_references(ob, chain, plan.bones)
+    idx = [cache.index[name] for name in plan.bones]
+    n = len(idx)
+    evaluated = ev.pose.bones
+    p = int(cache.parents[idx[0]])
+    if p < 0:
+        parent = Matrix.Identity(4)
+    elif not state.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
+        parent = evaluated[cache.names[p]].matrix.copy()
+    else:
+        parent = Matrix(parent_matrix(ob, ev, ob.data.bones[plan.bones[0]], state).tolist())
+
+    # The pose without IK: forward kinematics from the parent, the base rotations and the evaluated
+    # location and scale.
+    base, pre = [], []
+    m = parent
+    for i in idx:
+        q = base_rotation(ob, ev, cache, i)
+        pb = evaluated[cache.names[i]]
+        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(pb.location, q, pb.scale)
+        base.append(q)
+        pre.append(m)
+    joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[idx[-1]]), 0.0))]
+    placed = n - 1 if chain.match_target_rotation else n
+    segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
+    longest = max(segments, default=0.0)
+    for k, length in enumerate(segments):
+        if length <= ZERO_LENGTH * max(1.0, longest):
+            raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
+
+    target = state.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph, "Target")
+    pole = None
+    if chain.pole is not None:
+        pole = state.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole")
+    frame = None
+    if placed < n:  # the tip takes the target's orientation
+        frame = unit_columns(state.inv_world @ world_point(chain.target, chain.target_bone, depsgraph, "Target"))
+    tolerance = chain.tolerance / state.scale
+    start = joints[:placed + 1]
+    limits = None
+    if placed and cache.limited[idx[:placed]].any():
+        limits = limits_for(ob, plan.bones[:placed], plan.bones, [np.array(mk) for mk in pre], np.array(start),
+                            np.array(parent))
+    if not placed:
+        solved, error, iterations = start, (start[0] - target).length, 0
+    elif limits is not None:
+        solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
+        result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
+                        tolerance=tolerance, max_iterations=chain.iterations, limits=limits)
+        solved, error, iterations = [Vector(p) for p in result.joints], result.error, result.iterations
+    elif chain.solver == 'TWO_BONE':
+        points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
+                                 segments[1])
+        solved, iterations = [Vector(p) for p in points], 1
+        error = (solved[2] - target).length
+    else:
+        points, error, iterations = solve_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(),
+                                                 tolerance=tolerance,
+                                                 max_iterations=chain.iterations)
+        solved = [Vector(p) for p in points]
+
+    _write(ob, ev, chain, plan, idx, parent, pre, base, joints, solved, frame, state, cache, keep_matrices)
+    diagnostics.record(chain, 'REACHED' if error <= tolerance else 'UNREACHABLE', "", error * state.scale,
+                       iterations)
+
+
+def _write(ob, ev, chain, plan, idx, parent: Matrix, pre: list[Matrix], base: list[Quaternion],
+           joints: list[Vector], solved: list[Vector], frame, state: RigState, cache: RigCache,
+           keep_matrices: bool) -> None:
+    """Turn each bone by its segment's from-to rotation, blend by influence, write the channels.
+
+    The same rules as :func:`.rig_batch._local_rotations`: offsets and twist ride along with the turn,
+    a tip matching its target takes the target's orientation, the channels stay in the hemisphere of
+    the pose without IK.
+    """
+    influence = chain.influence
+    bones = ob.pose.bones
+    above = final = parent
+    for k, i in enumerate(idx):
+        m = pre[k]
+        if frame is not None and k == len(idx) - 1:
+            rotation = Matrix(frame.tolist())
+        else:
+            before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
+            rotation = before.rotation_difference(after).to_matrix() @ m.to_3x3().normalized()
+        ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
+        q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
+        start = base[k]
+        if influence < 1.0:
+            q = start.slerp(q, influence)
+        if q.dot(start) < 0.0:
+            q.negate()
+        above = ik
+        name = plan.bones[k]
+        pb = bones[name]
+        if cache.quaternion[i]:
+            pb.rotation_quaternion = q
+        else:
+            near = base_channels(pb, ev.pose.bones[name], cache.animated_paths)
+            adapter.write_rotation(pb, q, near)
+        if keep_matrices:  # chains hanging below these start from the pose just written
+            ev_pb = ev.pose.bones[name]
+            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, ev_pb.scale)
+            state.new_matrices[name] = np.array(final)
