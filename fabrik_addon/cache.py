@@ -32,6 +32,9 @@ class RigCache:
     limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
     rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
+    # Base rotations (mathutils, never mutated by readers) of bones whose rotation is neither keyed
+    # nor driven; dropped when the base is captured again or the action changes.
+    static_base: dict = field(default_factory=dict)
 
 
 _caches: dict[str, RigCache] = {}
@@ -70,6 +73,7 @@ def get(ob) -> RigCache:
     elif cache.action_key != key:
         cache.animated, cache.animated_paths = _animated(ob, cache)
         cache.action_key = key
+        cache.static_base.clear()
     return cache
 
 

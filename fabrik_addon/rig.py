@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import math
-from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,19 +32,26 @@ class ChainPlan:
     index: int
     bones: list[str]
     depth: int  # ancestors above the chain's root bone: parents are solved first
+    # Filled from the armature's cache when the layout is built (both are rebuilt together):
+    idx: list[int] = field(default_factory=list)  # bone indices in the cache
+    parent: int = -1  # cache index of the root bone's parent, -1 for none
+    limited: bool = False  # a placed bone has a joint limit
 
 
 @dataclass
 class RigState:
     """What one armature's solve needs to share between its chains."""
 
-    world: np.ndarray
-    inv_world: np.ndarray
-    inv_world_m: Matrix  # the same as a mathutils Matrix, for cheap single-point transforms
+    inv_world_m: Matrix  # armature object's world matrix inverted (mathutils: cheap single-point transforms)
     scale: float
     animated: set[tuple[str, int]]
     depsgraph: object
     new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @functools.cached_property
+    def inv_world(self) -> np.ndarray:
+        """``inv_world_m`` as numpy, made on first use (the few-chain path seldom needs it)."""
+        return np.array(self.inv_world_m)
 
 
 def chain_bones(ob, chain) -> list[str]:
@@ -96,6 +103,11 @@ def layout(ob) -> Layout:
     if key not in rig_cache.plans:
         plans, invalid = _plan_chains(ob)
         chains = ob.fabrik.chains
+        for plan in plans:
+            plan.idx = [rig_cache.index[name] for name in plan.bones]
+            plan.parent = int(rig_cache.parents[plan.idx[0]])
+            placed = plan.idx[:-1] if chains[plan.index].match_target_rotation else plan.idx
+            plan.limited = bool(rig_cache.limited[placed].any()) if placed else False
         moved = {bone for plan in plans for bone in plan.bones}
         free, rest, labels = [], [], {}
         for group in rig_tree.group_plans(plans):
@@ -187,7 +199,8 @@ def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
         point = ev.matrix_world @ ev.pose.bones[bone_name].head
     else:
         point = ev.matrix_world.translation
-    if not all(math.isfinite(c) and abs(c) <= FAR_AWAY for c in point):
+    x, y, z = point
+    if not (abs(x) <= FAR_AWAY and abs(y) <= FAR_AWAY and abs(z) <= FAR_AWAY):  # also false for NaN
         raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
     return point
 
@@ -208,15 +221,14 @@ def rig_state(ob, depsgraph) -> RigState:
 
     mathutils, not numpy, for these 4x4 operations: one call each instead of several.
     """
-    world_m = ob.evaluated_get(depsgraph).matrix_world.copy()
+    world_m = ob.evaluated_get(depsgraph).matrix_world
     axes = world_m.to_scale()
     det = world_m.to_3x3().determinant()
-    finite = all(math.isfinite(c) for row in world_m for c in row)
+    finite = math.isfinite(sum(world_m[0]) + sum(world_m[1]) + sum(world_m[2]) + sum(world_m[3]))
     if not finite or det <= 0.0 or max(axes) - min(axes) > SCALE_TOLERANCE * max(axes):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    inv_m = world_m.inverted()
-    return RigState(np.array(world_m), np.array(inv_m), inv_m, float(sum(axes) / 3.0),
-                    cache.get(ob).animated_paths, depsgraph)
+    return RigState(world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, cache.get(ob).animated_paths,
+                    depsgraph)
 
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
@@ -237,6 +249,9 @@ def base_rotation(ob, ev, rig_cache, i: int) -> Quaternion:
     Captures the bone's base pose on first use. Quaternion bones mix the stored rotation with their
     keyed or driven components; other rotation modes are converted from their channels.
     """
+    q = rig_cache.static_base.get(i)
+    if q is not None:
+        return q
     name = rig_cache.names[i]
     if not rig_cache.captured[i]:
         capture_base(ob.pose.bones[name])  # also fills the cache's stored row
@@ -249,7 +264,10 @@ def base_rotation(ob, ev, rig_cache, i: int) -> Quaternion:
     if mask.any():
         current = ev.pose.bones[name].rotation_quaternion
         q = Quaternion([current[k] if mask[k] else q[k] for k in range(4)])
-    return q.normalized() if q.magnitude > 0.0 else Quaternion()
+        return q.normalized() if q.magnitude > 0.0 else Quaternion()
+    q = q.normalized() if q.magnitude > 0.0 else Quaternion()
+    rig_cache.static_base[i] = q  # neither keyed nor driven: the same every frame until captured again
+    return q
 
 
 def stored_channels(pose_bone) -> tuple[float, ...]:
@@ -270,6 +288,7 @@ def capture_base(pose_bone) -> None:
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
         rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
+        rig_cache.static_base.pop(i, None)
 
 
 def restore_base(pose_bone) -> None:
@@ -385,8 +404,7 @@ def solve_armatures(obs, depsgraph) -> None:
     """
     from . import rig_batch, rig_small, rig_tree
 
-    requests: rig_batch.Requests = defaultdict(list)
-    pending, later = [], []
+    batched, later = [], []
     for ob in obs:
         chains = ob.fabrik.chains
         for chain in chains:
@@ -407,12 +425,9 @@ def solve_armatures(obs, depsgraph) -> None:
         if free and plan.free_bones <= rig_small.SMALL_BONES:
             rig_small.solve(ob, ev, free, state, depsgraph, rig_cache, keep_matrices=bool(rest))
         elif free:
-            pending.append(rig_batch.prepare(ob, ev, free, state, depsgraph, rig_cache, requests,
-                                             keep_matrices=bool(rest)))
+            batched.append((ob, ev, free, state, rig_cache, bool(rest)))
         later.append((ob, ev, state, rig_cache, rest))
-    rig_batch.solve_requests(requests)
-    for armature in pending:
-        rig_batch.finish(armature)
+    rig_batch.solve(batched, depsgraph)
     for ob, ev, state, rig_cache, rest in later:
         chains = ob.fabrik.chains
         for group in rest:

@@ -42,19 +42,21 @@ _Y = Vector((0.0, 1.0, 0.0))
 
 def solve(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache, keep_matrices: bool) -> None:
     """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
+    bones = ob.pose.bones, ev.pose.bones
     for chain, plan in items:
         try:
-            _solve_chain(ob, ev, chain, plan, state, depsgraph, cache, keep_matrices)
+            _solve_chain(ob, ev, bones, chain, plan, state, depsgraph, cache, keep_matrices)
         except (ChainError, ValueError) as error:
             diagnostics.record(chain, 'INVALID', str(error))
 
 
-def _solve_chain(ob, ev, chain, plan, state: RigState, depsgraph, cache: RigCache, keep_matrices: bool) -> None:
+def _solve_chain(ob, ev, bones, chain, plan, state: RigState, depsgraph, cache: RigCache,
+                 keep_matrices: bool) -> None:
     check_references(ob, chain, plan.bones)
-    idx = [cache.index[name] for name in plan.bones]
+    idx = plan.idx
     n = len(idx)
-    evaluated = ev.pose.bones
-    p = int(cache.parents[idx[0]])
+    evaluated = bones[1]
+    p = plan.parent
     if p < 0:
         parent = Matrix.Identity(4)
     elif not state.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
@@ -90,7 +92,7 @@ def _solve_chain(ob, ev, chain, plan, state: RigState, depsgraph, cache: RigCach
     tolerance = chain.tolerance / state.scale
     start = joints[:placed + 1]
     limits = None
-    if placed and cache.limited[idx[:placed]].any():
+    if plan.limited:
         limits = limits_for(ob, plan.bones[:placed], plan.bones, [np.array(mk) for mk in pre], np.array(start),
                             np.array(parent))
     if not placed:
@@ -111,14 +113,13 @@ def _solve_chain(ob, ev, chain, plan, state: RigState, depsgraph, cache: RigCach
                                                  max_iterations=chain.iterations)
         solved = [Vector(p) for p in points]
 
-    _write(ob, ev, chain, plan, idx, parent, pre, base, joints, solved, frame, state, cache, keep_matrices)
+    _write(bones, chain, plan, parent, pre, base, joints, solved, frame, state, cache, keep_matrices)
     diagnostics.record(chain, 'REACHED' if error <= tolerance else 'UNREACHABLE', "", error * state.scale,
                        iterations)
 
 
-def _write(ob, ev, chain, plan, idx, parent: Matrix, pre: list[Matrix], base: list[Quaternion],
-           joints: list[Vector], solved: list[Vector], frame, state: RigState, cache: RigCache,
-           keep_matrices: bool) -> None:
+def _write(bones, chain, plan, parent: Matrix, pre: list[Matrix], base: list[Quaternion], joints: list[Vector],
+           solved: list[Vector], frame, state: RigState, cache: RigCache, keep_matrices: bool) -> None:
     """Turn each bone by its segment's from-to rotation, blend by influence, write the channels.
 
     The same rules as :func:`.rig_batch._local_rotations`: offsets and twist ride along with the turn,
@@ -126,11 +127,12 @@ def _write(ob, ev, chain, plan, idx, parent: Matrix, pre: list[Matrix], base: li
     the pose without IK.
     """
     influence = chain.influence
-    bones = ob.pose.bones
+    originals, evaluated = bones
     above = final = parent
-    for k, i in enumerate(idx):
+    last = len(plan.idx) - 1
+    for k, i in enumerate(plan.idx):
         m = pre[k]
-        if frame is not None and k == len(idx) - 1:
+        if frame is not None and k == last:
             rotation = Matrix(frame.tolist())
         else:
             before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
@@ -144,13 +146,13 @@ def _write(ob, ev, chain, plan, idx, parent: Matrix, pre: list[Matrix], base: li
             q.negate()
         above = ik
         name = plan.bones[k]
-        pb = bones[name]
-        if cache.quaternion[i]:
+        pb = originals[name]
+        if cache.modes[i] == 'QUATERNION':
             pb.rotation_quaternion = q
         else:
-            near = base_channels(pb, ev.pose.bones[name], cache.animated_paths)
+            near = base_channels(pb, evaluated[name], cache.animated_paths)
             adapter.write_rotation(pb, q, near)
         if keep_matrices:  # chains hanging below these start from the pose just written
-            ev_pb = ev.pose.bones[name]
+            ev_pb = evaluated[name]
             final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, ev_pb.scale)
             state.new_matrices[name] = np.array(final)
