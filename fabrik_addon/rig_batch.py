@@ -32,8 +32,10 @@ from .rig import (
 )
 from .solver import solve_chain, solve_chains, solve_two_bone
 from .solver.rotations import (
+    inverse3,
     matrices_from_quaternions,
     matrices_from_two_vectors,
+    normalized,
     quaternion_from_matrix,
     slerp_quaternions,
 )
@@ -160,7 +162,7 @@ def _base_rotations(ob, ev, items, cache: RigCache) -> np.ndarray:
     used = np.array([i for _, plan in items for i in plan.idx])
     for i in used[~cache.captured[used] | ~cache.quaternion[used]]:
         base[i] = tuple(base_rotation(ob, ev, cache, i))
-    norms = np.linalg.norm(base, axis=1, keepdims=True)
+    norms = np.sqrt(np.einsum("ij,ij->i", base, base))[:, None]
     return np.where(norms > 0.0, base / np.where(norms > 0.0, norms, 1.0), [1.0, 0.0, 0.0, 0.0])
 
 
@@ -188,7 +190,8 @@ def _solve(group, idx, pre, parent, every, depsgraph, requests: Requests) -> dic
     """Solve each chain of one length, or queue it in ``requests``; invalid chains are recorded and
     left out of the result."""
     n = idx.shape[1]
-    seg = np.linalg.norm(np.diff(every, axis=1), axis=2)
+    steps = np.diff(every, axis=1)
+    seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
     out: dict[int, dict] = {}
@@ -287,8 +290,7 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
     in the hemisphere of the pose without IK (so channel values depend on the frame's inputs alone).
     """
     n = rel.shape[1]
-    before /= np.linalg.norm(before, axis=-1, keepdims=True)
-    after /= np.linalg.norm(after, axis=-1, keepdims=True)
+    before, after = normalized(before), normalized(after)
     turn = matrices_from_two_vectors(before.reshape(-1, 3), after.reshape(-1, 3)).reshape(len(pre), n, 3, 3)
     ik = pre.copy()
     ik[..., :3, :3] = turn @ pre[..., :3, :3]
@@ -298,8 +300,8 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
             ik[v, -1, :3, :3] = unit_columns(frame) * np.linalg.norm(pre[v, -1, :3, :3], axis=0)
     above = np.concatenate([parent[:, None], ik[:, :-1]], axis=1)
     # The 3x3 block of inv(above @ rel) @ ik, all the local rotation needs (the matrices are affine).
-    local = _inverse3(above[..., :3, :3] @ rel[..., :3, :3]) @ ik[..., :3, :3]
-    rotation = local / np.linalg.norm(local, axis=-2, keepdims=True)
+    local = inverse3(above[..., :3, :3] @ rel[..., :3, :3]) @ ik[..., :3, :3]
+    rotation = normalized(local, axis=-2)
     q = quaternion_from_matrix(rotation)
     partial = influence < 1.0
     if partial.any():
@@ -307,11 +309,3 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
                                        np.broadcast_to(influence[partial, None], base[partial].shape[:-1]))
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)
 
-
-def _inverse3(m: np.ndarray) -> np.ndarray:
-    """Inverses of 3x3 matrices (..., 3, 3) by the adjugate: rows are cross products of columns over the
-    determinant. A few whole-array calls instead of LAPACK's per-matrix loop (~1 us a matrix)."""
-    c0, c1, c2 = m[..., :, 0], m[..., :, 1], m[..., :, 2]
-    rows = np.stack([np.cross(c1, c2), np.cross(c2, c0), np.cross(c0, c1)], axis=-2)
-    det = np.einsum("...i,...i->...", c0, rows[..., 0, :])
-    return rows / det[..., None, None]

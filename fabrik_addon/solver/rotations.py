@@ -43,19 +43,50 @@ def matrix_from_two_vectors(a: np.ndarray, b: np.ndarray, fallback_axis: np.ndar
 
 
 def matrices_from_two_vectors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Batched :func:`matrix_from_two_vectors` for ``(K, 3)`` unit vectors; returns ``(K, 3, 3)``."""
-    v = np.cross(a, b)
+    """Batched :func:`matrix_from_two_vectors` for ``(K, 3)`` unit vectors; returns ``(K, 3, 3)``.
+
+    R = (1 - |v|^2 k) I + [v]x + k v v^T with v = a x b, k = 1 / (1 + a.b): about twenty whole-array
+    calls (``np.cross`` alone costs 20-60 us a call).
+    """
     c = np.einsum("ij,ij->i", a, b)
+    v = cross(a, b)
     opposite = c < -1.0 + 1e-12
-    k = np.zeros((len(a), 3, 3))
-    k[:, 0, 1], k[:, 0, 2], k[:, 1, 2] = -v[:, 2], v[:, 1], -v[:, 0]
-    k[:, 1, 0], k[:, 2, 0], k[:, 2, 1] = v[:, 2], -v[:, 1], v[:, 0]
-    denom = np.where(opposite, 1.0, 1.0 + c)
-    out = np.eye(3) + k + (k @ k) / denom[:, None, None]
+    k = 1.0 / np.where(opposite, 1.0, 1.0 + c)
+    out = v[:, :, None] * (v * k[:, None])[:, None, :]
+    out[:, _DIAGONAL, _DIAGONAL] += (1.0 - np.einsum("ij,ij->i", v, v) * k)[:, None]
+    out += v[:, _SKEW_INDEX] * _SKEW_SIGN
     if opposite.any():
         for i in np.flatnonzero(opposite):
             out[i] = matrix_from_two_vectors(a[i], b[i])
     return out
+
+
+_DIAGONAL = np.arange(3)
+# [v]x = v[_SKEW_INDEX] * _SKEW_SIGN: rows (0, -z, y), (z, 0, -x), (-y, x, 0).
+_SKEW_INDEX = np.array([[0, 2, 1], [2, 0, 0], [1, 0, 0]])
+_SKEW_SIGN = np.array([[0.0, -1.0, 1.0], [1.0, 0.0, -1.0], [-1.0, 1.0, 0.0]])
+_NEXT = np.array([1, 2, 0])
+_AFTER = np.array([2, 0, 1])
+
+
+def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Cross products along the last axis in five whole-array calls (``np.cross`` makes dozens)."""
+    return a[..., _NEXT] * b[..., _AFTER] - a[..., _AFTER] * b[..., _NEXT]
+
+
+def inverse3(m: np.ndarray) -> np.ndarray:
+    """Inverses of 3x3 matrices ``(..., 3, 3)`` by the adjugate: row i is the cross product of the two
+    columns other than i, over the determinant. A few whole-array calls instead of LAPACK's loop
+    (~1-2 us a matrix)."""
+    columns = np.swapaxes(m, -1, -2)
+    rows = cross(columns[..., _NEXT, :], columns[..., _AFTER, :])
+    det = np.einsum("...i,...i->...", columns[..., 0, :], rows[..., 0, :])
+    return rows / det[..., None, None]
+
+
+def normalized(v: np.ndarray, axis: int = -1) -> np.ndarray:
+    """``v`` divided by its norms along ``axis`` (einsum: a fraction of ``np.linalg.norm``'s cost)."""
+    return v / np.sqrt((v * v).sum(axis=axis, keepdims=True))
 
 
 def perpendicular(u: np.ndarray) -> np.ndarray:
@@ -133,25 +164,29 @@ def quaternion_from_matrix(m: np.ndarray) -> np.ndarray:
     m20, m21, m22 = m[..., 2, 0], m[..., 2, 1], m[..., 2, 2]
     a, b, c = m21 - m12, m02 - m20, m10 - m01
     d, e, f = m01 + m10, m02 + m20, m12 + m21
-    rows = np.stack([1.0 + m00 + m11 + m22, a, b, c,
-                     a, 1.0 + m00 - m11 - m22, d, e,
-                     b, d, 1.0 - m00 + m11 - m22, f,
-                     c, e, f, 1.0 - m00 - m11 + m22], axis=-1).reshape(m.shape[:-2] + (4, 4))
-    k = np.argmax(np.diagonal(rows, axis1=-2, axis2=-1), axis=-1)
+    diagonal = np.stack([1.0 + m00 + m11 + m22, 1.0 + m00 - m11 - m22, 1.0 - m00 + m11 - m22,
+                         1.0 - m00 - m11 + m22], axis=-1)
+    rows = np.stack([diagonal[..., 0], a, b, c,
+                     a, diagonal[..., 1], d, e,
+                     b, d, diagonal[..., 2], f,
+                     c, e, f, diagonal[..., 3]], axis=-1).reshape(m.shape[:-2] + (4, 4))
+    k = diagonal.argmax(axis=-1)
     q = np.take_along_axis(rows, k[..., None, None], axis=-2)[..., 0, :]
-    q /= np.linalg.norm(q, axis=-1, keepdims=True)
+    q = normalized(q)
     return np.where(q[..., :1] < 0.0, -q, q)
 
 
 def matrices_from_quaternions(q: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` of wxyz quaternions ``(..., 4)`` (normalised first)."""
-    q = q / np.linalg.norm(q, axis=-1, keepdims=True)
-    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
-    return np.stack([
-        np.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
-        np.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
-        np.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
-    ], -2)
+    """Rotation matrices ``(..., 3, 3)`` of wxyz quaternions ``(..., 4)`` (normalised first).
+
+    R = (w^2 - |v|^2) I + 2 v v^T + 2 w [v]x, in whole-array calls.
+    """
+    q = normalized(q)
+    w, v = q[..., 0], q[..., 1:]
+    out = 2.0 * v[..., :, None] * v[..., None, :]
+    out[..., _DIAGONAL, _DIAGONAL] += (w * w - (v * v).sum(axis=-1))[..., None]
+    out += (2.0 * w)[..., None, None] * (v[..., _SKEW_INDEX] * _SKEW_SIGN)
+    return out
 
 
 def slerp_quaternions(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray:

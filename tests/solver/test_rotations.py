@@ -3,6 +3,8 @@
 import numpy as np
 
 from fabrik_addon.solver.rotations import (
+    cross,
+    inverse3,
     matrices_from_quaternions,
     matrices_from_two_vectors,
     matrix_from_two_vectors,
@@ -54,3 +56,11 @@ def test_slerp_ends_and_midpoint():
     mid = slerp_quaternions(q, r, np.full(len(q), 0.5))
     half = np.abs(np.einsum("ki,ki->k", mid, q))
     np.testing.assert_allclose(half, np.abs(np.einsum("ki,ki->k", mid, r)), atol=1e-9)
+
+
+def test_cross_and_inverse3_match_numpy():
+    rng = np.random.default_rng(74)
+    a, b = rng.normal(size=(2, 500, 3))
+    np.testing.assert_allclose(cross(a, b), np.cross(a, b), atol=1e-12)
+    m = rng.normal(size=(4, 50, 3, 3))
+    np.testing.assert_allclose(inverse3(m), np.linalg.inv(m), rtol=1e-9, atol=1e-9)
