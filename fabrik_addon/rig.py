@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections import defaultdict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -81,10 +82,6 @@ class Layout:
     rest: list[list[ChainPlan]]  # chains below other chains, and trees: parents first
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
 
-    @property
-    def free_bones(self) -> int:
-        return sum(len(plan.bones) for plan in self.free)
-
 
 def plan_chains(ob) -> list[ChainPlan]:
     """Validate every enabled chain's bones (marking invalid ones) and order the rest parents first.
@@ -96,8 +93,6 @@ def plan_chains(ob) -> list[ChainPlan]:
 
 
 def layout(ob) -> Layout:
-    from . import rig_tree
-
     rig_cache = cache.get(ob)
     key = (cache.generation(), len(ob.fabrik.chains))
     if key not in rig_cache.plans:
@@ -398,13 +393,13 @@ def unit_columns(matrix: np.ndarray) -> np.ndarray:
 def solve_armatures(obs, depsgraph) -> None:
     """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
 
-    Chains under no other chain's bones are prepared for all armatures first, so those of equal shape
-    share one batched solve; chains below another chain and chains sharing bones (trees) follow,
-    parents first, each seeing the poses already written.
+    Chains under no other chain's bones come first. Where chains of one length hold many bones across
+    all armatures, they share one batched numpy pass (:mod:`.rig_batch`); the others are solved one
+    by one in mathutils and floats (:mod:`.rig_small`). Chains below another chain and chains sharing
+    bones (trees) follow, parents first, each seeing the poses already written.
     """
-    from . import rig_batch, rig_small, rig_tree
-
-    batched, later = [], []
+    prepared = []
+    bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for ob in obs:
         chains = ob.fabrik.chains
         for chain in chains:
@@ -417,15 +412,22 @@ def solve_armatures(obs, depsgraph) -> None:
                 if chain.enabled:
                     set_status(chain, 'INVALID', str(error))
             continue
-        ev = ob.evaluated_get(depsgraph)
-        rig_cache = cache.get(ob)
         plan = layout(ob)
-        free = [(chains[p.index], p) for p in plan.free]
+        for p in plan.free:
+            bones_by_length[len(p.idx)] += len(p.idx)
+        prepared.append((ob, ob.evaluated_get(depsgraph), state, cache.get(ob), plan))
+    batched, later = [], []
+    for ob, ev, state, rig_cache, plan in prepared:
+        chains = ob.fabrik.chains
+        few: list[tuple] = []
+        many: list[tuple] = []
+        for p in plan.free:
+            (few if bones_by_length[len(p.idx)] <= rig_small.SMALL_BONES else many).append((chains[p.index], p))
         rest = plan.rest
-        if free and plan.free_bones <= rig_small.SMALL_BONES:
-            rig_small.solve(ob, ev, free, state, depsgraph, rig_cache, keep_matrices=bool(rest))
-        elif free:
-            batched.append((ob, ev, free, state, rig_cache, bool(rest)))
+        if few:
+            rig_small.solve(ob, ev, few, state, depsgraph, rig_cache, keep_matrices=bool(rest))
+        if many:
+            batched.append((ob, ev, many, state, rig_cache, bool(rest)))
         later.append((ob, ev, state, rig_cache, rest))
     rig_batch.solve(batched, depsgraph)
     for ob, ev, state, rig_cache, rest in later:
@@ -450,3 +452,8 @@ def _below(ob, plan: ChainPlan, moved: set[str]) -> bool:
             return True
         bone = bone.parent
     return False
+
+
+# The solving modules build on this one (plans, states, checks): imported last, once, rather than inside the
+# per-frame functions.
+from . import rig_batch, rig_small, rig_tree  # noqa: E402

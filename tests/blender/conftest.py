@@ -25,3 +25,13 @@ def addon():
 def factory_settings():
     bpy.ops.wm.read_factory_settings(use_empty=True)
     yield
+
+
+@pytest.fixture(params=["few-chain path", "batched path"])
+def solve_path(request, monkeypatch):
+    """Run a test through both ways of solving standalone chains: mathutils and plain floats chain by
+    chain (rigs with few bones), and numpy across all armatures (the rest)."""
+    from fabrik_addon import rig_small
+
+    monkeypatch.setattr(rig_small, "SMALL_BONES", 10_000 if request.param == "few-chain path" else 0)
+    return request.param

@@ -2,6 +2,7 @@
 
 import bpy
 import numpy as np
+import pytest
 from rigs import add_chain, armature, empty, straightish_chain, world_tail
 
 
@@ -17,6 +18,9 @@ def assert_good_chain_works(ob, good, target):
     bpy.context.view_layer.update()
     assert good.status == 'REACHED'
     assert np.linalg.norm(world_tail(ob, good.tip_bone) - np.array(target.location)) < 1e-3
+
+
+pytestmark = pytest.mark.usefixtures("solve_path")
 
 
 def test_missing_tip_bone():

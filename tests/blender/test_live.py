@@ -30,6 +30,7 @@ def pose_snapshot(ob):
     return np.array([list(pb.matrix_basis) for pb in ob.pose.bones]).ravel()
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_tip_follows_an_animated_target_in_any_frame_order():
     ob, target, chain = animated_rig()
     frames = list(range(1, 41))
@@ -56,6 +57,7 @@ def test_moving_the_target_updates_the_pose_without_a_frame_change():
         assert np.linalg.norm(world_tail(ob, "b2") - np.array(point)) < 1e-3
 
 
+@pytest.mark.usefixtures("solve_path")
 @pytest.mark.parametrize("mode", ['QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE'])
 def test_every_rotation_mode_is_written_in_its_own_channels(mode):
     ob, target, chain = animated_rig(mode)
@@ -68,6 +70,7 @@ def test_every_rotation_mode_is_written_in_its_own_channels(mode):
             assert tuple(pb.rotation_quaternion) == (1.0, 0.0, 0.0, 0.0)
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_moved_rotated_and_uniformly_scaled_armature():
     ob, target, chain = animated_rig()
     ob.location = (2.0, -1.0, 0.5)
@@ -81,6 +84,7 @@ def test_moved_rotated_and_uniformly_scaled_armature():
         assert np.linalg.norm(world_tail(ob, "b3") - np.array(target.location)) < 1e-3 * 1.7, chain.message
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_non_uniform_scale_marks_the_chain_invalid_and_leaves_the_pose_alone():
     ob, target, chain = animated_rig()
     bpy.context.scene.frame_set(10)
@@ -92,6 +96,7 @@ def test_non_uniform_scale_marks_the_chain_invalid_and_leaves_the_pose_alone():
     np.testing.assert_array_equal(pose_snapshot(ob), before)
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_pole_puts_the_elbow_on_its_side():
     ob = straightish_chain("Arm", 2, bend=0.0)
     target = empty("Target", (0.0, 0.0, 1.2))
@@ -108,6 +113,7 @@ def test_pole_puts_the_elbow_on_its_side():
             assert np.linalg.norm(world_tail(ob, "b1") - np.array(target.location)) < 1e-3
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_cone_limits_hold_in_the_posed_result():
     ob = straightish_chain("Tentacle", 5, length=0.5)
     target = empty("Target", (1.5, 0.0, 0.8))
@@ -130,6 +136,7 @@ def test_cone_limits_hold_in_the_posed_result():
             assert (u / math.radians(30)) ** 2 + (v / math.radians(15)) ** 2 <= 1 + 1e-4
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_disconnected_bones_keep_their_offsets_and_the_tip_reaches():
     ob = armature("Offset", [
         ("a", (0, 0, 0), (0, 0, 1), None, False, 0.0),
@@ -146,6 +153,7 @@ def test_disconnected_bones_keep_their_offsets_and_the_tip_reaches():
     assert gap == pytest.approx((ob.data.bones["b"].head_local - ob.data.bones["a"].tail_local).length, abs=1e-5)
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_influence_blends_with_the_pose_without_ik():
     ob, target, chain = animated_rig()
     bpy.context.scene.frame_set(20)
@@ -161,6 +169,7 @@ def test_influence_blends_with_the_pose_without_ik():
     assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3 < half
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_match_target_rotation_puts_the_tip_head_on_the_target_with_its_orientation():
     ob = straightish_chain("Arm", 3)
     target = empty("Target", (0.8, 0.4, 1.6))
@@ -173,6 +182,7 @@ def test_match_target_rotation_puts_the_tip_head_on_the_target_with_its_orientat
     assert tip_rotation.rotation_difference(target.matrix_world.to_quaternion()).angle < 1e-4
 
 
+@pytest.mark.usefixtures("solve_path")
 def test_keyed_bone_animation_is_the_start_pose_and_is_never_changed():
     ob, target, chain = animated_rig()
     pb = ob.pose.bones["b0"]
