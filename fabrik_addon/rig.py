@@ -37,6 +37,7 @@ class ChainPlan:
     idx: list[int] = field(default_factory=list)  # bone indices in the cache
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a placed bone has a joint limit
+    references_checked: bool = False  # target and pole passed check_references under these settings
 
 
 @dataclass
@@ -155,6 +156,19 @@ def check_references(ob, chain, bones: list[str]) -> None:
     """Target and pole: set, existing, and not moved by the chain itself."""
     check_reference(ob, chain, bones, chain.target, chain.target_bone, "Target", required=True)
     check_reference(ob, chain, bones, chain.pole, chain.pole_bone, "Pole", required=False)
+
+
+def check_references_once(ob, chain, plan: ChainPlan) -> None:
+    """:func:`check_references` once per layout, then only whether the target still exists.
+
+    Everything else it checks changes only through a chain setting, an armature edit, undo or a file
+    load, each of which rebuilds the layout; a deleted target or pole object reads as None.
+    """
+    if chain.target is None:
+        raise ChainError("Pick a target object")
+    if not plan.references_checked:
+        check_references(ob, chain, plan.bones)
+        plan.references_checked = True
 
 
 def solved_bones(chain, bones: list[str]) -> list[str]:

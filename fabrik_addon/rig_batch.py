@@ -24,7 +24,7 @@ from .rig import (
     RigState,
     base_channels,
     base_rotation,
-    check_references,
+    check_references_once,
     limits_for,
     unit_columns,
     world_point,
@@ -91,33 +91,44 @@ def solve(armatures: list[tuple], depsgraph) -> None:
     (``items`` = [(chain, plan), ...], chains sharing no bones) and write their rotations."""
     parts: list[Part] = []
     columns: dict[str, list[np.ndarray]] = defaultdict(list)
-    by_length: dict[int, list[tuple]] = defaultdict(list)
+    by_length: dict[int, list[tuple]] = defaultdict(list)  # chain length -> [(part, chain, plan), ...]
+    blocks: dict[int, list[tuple]] = defaultdict(list)  # chain length -> [(part, bone rows, parents), ...]
     offset = 0
     for ob, ev, items, state, cache, keep_matrices in armatures:
         part = Part(ob, ev, state, cache, keep_matrices, offset)
         parts.append(part)
+        plans_by_length: dict[int, list] = defaultdict(list)
+        for chain, plan in items:
+            by_length[len(plan.idx)].append((part, chain, plan))
+            plans_by_length[len(plan.idx)].append(plan)
+        used = []
+        for length, plans in plans_by_length.items():
+            rows = np.array([plan.idx for plan in plans])
+            blocks[length].append((part, rows + offset, np.array([plan.parent for plan in plans])))
+            used.append(rows.ravel())
         count = len(cache.names)
         columns["location"].append(bulk(ev.pose.bones, "location", count, 3))
         columns["scale"].append(bulk(ev.pose.bones, "scale", count, 3))
-        columns["base"].append(_base_rotations(ob, ev, items, cache))
+        columns["base"].append(_base_rotations(ob, ev, np.concatenate(used), cache))
         columns["written"].append(bulk(ob.pose.bones, "rotation_quaternion", count, 4))
         columns["rel"].append(cache.rel)
         columns["lengths"].append(cache.lengths)
         columns["quaternion"].append(cache.quaternion)
-        for chain, plan in items:
-            by_length[len(plan.idx)].append((part, chain, plan))
         offset += count
     if not parts:
         return
     table = Table(**{name: np.concatenate(arrays) for name, arrays in columns.items()})
     requests: Requests = defaultdict(list)
     groups = []
-    for group in by_length.values():
-        idx = np.array([[part.offset + i for i in plan.idx] for part, _, plan in group])
+    for length, group in by_length.items():
+        idx = np.concatenate([rows for _, rows, _ in blocks[length]])
         parent = np.tile(np.eye(4), (len(group), 1, 1))
-        for c, (part, _, plan) in enumerate(group):
-            if plan.parent >= 0:  # standalone chains hang under no other chain: the evaluated pose holds
-                parent[c] = part.evaluated_matrices()[plan.parent]
+        start = 0
+        for part, rows, parents in blocks[length]:
+            has = np.flatnonzero(parents >= 0)
+            if len(has):  # standalone chains hang under no other chain: the evaluated pose holds
+                parent[start + has] = part.evaluated_matrices()[parents[has]]
+            start += len(rows)
         pre = _forward_kinematics(parent, table.rel[idx], table.base[idx], table.location[idx], table.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], table.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
         every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
@@ -152,14 +163,14 @@ def solve_requests(requests: Requests) -> None:
     requests.clear()
 
 
-def _base_rotations(ob, ev, items, cache: RigCache) -> np.ndarray:
-    """Each bone's rotation without IK (wxyz): keyed or driven channels as evaluated, others as stored."""
+def _base_rotations(ob, ev, used: np.ndarray, cache: RigCache) -> np.ndarray:
+    """Each bone's rotation without IK (wxyz): keyed or driven channels as evaluated, others as stored;
+    ``used`` are the bones the chains move, the ones whose base may still need capturing."""
     base = cache.stored.copy()
     animated = cache.animated & cache.quaternion[:, None]
     if animated.any():
         evaluated = bulk(ev.pose.bones, "rotation_quaternion", len(cache.names), 4)
         base[animated] = evaluated[animated]
-    used = np.array([i for _, plan in items for i in plan.idx])
     for i in used[~cache.captured[used] | ~cache.quaternion[used]]:
         base[i] = tuple(base_rotation(ob, ev, cache, i))
     norms = np.sqrt(np.einsum("ij,ij->i", base, base))[:, None]
@@ -198,7 +209,7 @@ def _solve(group, idx, pre, parent, every, depsgraph, requests: Requests) -> dic
     for c, (part, chain, plan) in enumerate(group):
         state = part.state
         try:
-            check_references(part.ob, chain, plan.bones)
+            check_references_once(part.ob, chain, plan)
             placed = n - 1 if chain.match_target_rotation else n
             joints = every[c, :placed + 1]
             if any_short[c] and short[c, :placed].any():
@@ -247,8 +258,11 @@ def _write(table: Table, group, idx, pre, parent, every, solved) -> None:
     placed = np.array([solved[c]["placed"] for c in valid])
     joints = every[valid]
     moved = joints.copy()
-    for v, c in enumerate(valid):
-        moved[v, :placed[v] + 1] = solved[c]["solved"]
+    if (placed == n).all():  # the usual case: every joint of every chain was placed
+        moved[:] = [solved[c]["solved"] for c in valid]
+    else:
+        for v, c in enumerate(valid):
+            moved[v, :placed[v] + 1] = solved[c]["solved"]
     before = np.diff(joints, axis=1)
     after = np.diff(moved, axis=1)
     matched = placed < n  # the tip's last segment does not turn: its orientation is set below
@@ -273,9 +287,9 @@ def _write(table: Table, group, idx, pre, parent, every, solved) -> None:
             part, _, plan = group[valid[v]]
             for k, name in enumerate(plan.bones):
                 part.state.new_matrices[name] = final[row, k]
-    for v, c in enumerate(valid):
+    for c, wrote in zip(valid, quaternion.any(axis=1).tolist()):
         part, chain, _ = group[c]
-        part.wrote = part.wrote or bool(quaternion[v].any())
+        part.wrote |= wrote
         entry = solved[c]
         diagnostics.record(chain, 'REACHED' if entry["reached"] else 'UNREACHABLE', "",
                            entry["error"] * part.state.scale, entry["iterations"])

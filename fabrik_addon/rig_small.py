@@ -22,7 +22,7 @@ from .rig import (
     RigState,
     base_channels,
     base_rotation,
-    check_references,
+    check_references_once,
     limits_for,
     parent_matrix,
     unit_columns,
@@ -54,7 +54,7 @@ def solve(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCach
 
 def _solve_chain(ob, ev, bones, chain, plan, state: RigState, depsgraph, cache: RigCache,
                  keep_matrices: bool) -> None:
-    check_references(ob, chain, plan.bones)
+    check_references_once(ob, chain, plan)
     idx = plan.idx
     n = len(idx)
     evaluated = bones[1]

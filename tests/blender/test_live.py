@@ -51,7 +51,10 @@ def test_moving_the_target_updates_the_pose_without_a_frame_change():
     target = empty("Target", (0.5, 0.5, 2.0))
     add_chain(ob, "b2", 3, target)
     bpy.context.view_layer.update()
-    for point in [(1.0, -0.5, 1.5), (-0.3, 0.8, 2.4), (0.0, 0.0, 0.5)]:
+    for k, point in enumerate([(1.0, -0.5, 1.5), (-0.3, 0.8, 2.4), (0.0, 0.0, 0.5), (0.6, 0.2, 1.9)]):
+        if k == 3:
+            target.name = "Renamed target"  # followed by identity, not by name
+            bpy.context.view_layer.update()
         target.location = point
         bpy.context.view_layer.update()
         assert np.linalg.norm(world_tail(ob, "b2") - np.array(point)) < 1e-3
@@ -288,3 +291,34 @@ def test_edit_mode_pauses_solving_and_leaving_it_solves_with_the_edited_bones():
     bpy.context.scene.frame_set(30)
     assert np.linalg.norm(world_tail(ob, "b3") - target_position(target)) < 1e-3
     assert ob.data.bones["b3"].length == pytest.approx(1.5, abs=1e-5)
+
+
+def test_duplicated_renamed_and_deleted_rigs_are_followed():
+    """The list of rigs is cached between solves: a copy linked in later, a rename and a deletion
+    must all be noticed."""
+    ob = straightish_chain("Arm", 3)
+    target = empty("Target", (0.5, 0.5, 2.0))
+    add_chain(ob, "b2", 3, target)
+    bpy.context.view_layer.update()
+    copy = ob.copy()  # a linked duplicate: shares the armature data, so no new Armature is added
+    copy.location = (0.3, 0.0, 0.0)
+    bpy.context.scene.collection.objects.link(copy)
+    bpy.context.view_layer.update()
+    bpy.context.scene.frame_set(2)
+    for rig in (ob, copy):
+        assert np.linalg.norm(world_tail(rig, "b2") - target_position(target)) < 1e-3
+    ob.name = "Renamed arm"
+    target.location = (-0.4, 0.6, 1.9)
+    bpy.context.scene.frame_set(3)
+    for rig in (ob, copy):
+        assert np.linalg.norm(world_tail(rig, "b2") - target_position(target)) < 1e-3
+    other = ob.copy()
+    bpy.context.scene.collection.objects.link(other)
+    bpy.context.view_layer.update()
+    bpy.context.scene.collection.objects.unlink(other)  # out of the scene: no longer solved
+    bpy.data.objects.remove(copy)
+    kept = [tuple(pb.rotation_quaternion) for pb in other.pose.bones]
+    target.location = (0.2, -0.7, 2.1)
+    bpy.context.scene.frame_set(4)
+    assert np.linalg.norm(world_tail(ob, "b2") - target_position(target)) < 1e-3
+    assert [tuple(pb.rotation_quaternion) for pb in other.pose.bones] == kept
