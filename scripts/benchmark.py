@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from fabrik_addon.solver import solve_chain, solve_chains  # noqa: E402
+from fabrik_addon.solver.fabrik import solve_points  # noqa: E402
 
 
 def machine() -> str:
@@ -56,7 +57,11 @@ def bench_solver() -> dict:
         result = solve_chain(joints, target, tolerance=0.0, max_iterations=10, min_improvement=0.0)
         per_call = _median_time(lambda j=joints, t=target: solve_chain(j, t, tolerance=0.0, max_iterations=10,
                                                                          min_improvement=0.0), 200)
-        single[n] = {"us_per_solve": per_call * 1e6, "iterations": result.iterations}
+        points, target_tuple = joints.tolist(), tuple(target.tolist())
+        per_points = _median_time(lambda p=points, t=target_tuple: solve_points(p, t, tolerance=0.0, max_iterations=10,
+                                                                              min_improvement=0.0), 200)
+        single[n] = {"us_per_solve": per_call * 1e6, "us_per_solve_points": per_points * 1e6,
+                     "iterations": result.iterations}
     batched = {}
     n = 10
     for count in (1, 100, 1000, 10000):
@@ -75,9 +80,10 @@ def bench_solver() -> dict:
 
 def print_solver(data: dict) -> None:
     print(f"solver core ({data['machine']})")
-    print("  one chain, 10 iterations:   bones   us/solve")
+    print("  one chain, 10 iterations:   bones   us/solve   us/solve_points (floats in and out)")
     for n, row in data["single"].items():
-        print(f"                              {n:>5}   {row['us_per_solve']:8.1f}   ({row['iterations']} iterations)")
+        print(f"                              {n:>5}   {row['us_per_solve']:8.1f}   {row['us_per_solve_points']:8.1f}"
+              f"   ({row['iterations']} iterations)")
     print("  batched, 10 bones:         chains   ns/joint-iteration   ms/call")
     for count, row in data["batched_10_bones"].items():
         print(f"                             {count:>6}   {row['ns_per_joint_iteration']:18.1f}   "
