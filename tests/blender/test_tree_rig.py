@@ -101,3 +101,29 @@ def test_a_limit_on_a_branching_bone_is_reported():
     add_chain(ob, "fore.R", 4, empty("R", (-0.9, 0.3, 1.3)))
     bpy.context.view_layer.update()
     assert left.status == 'INVALID' and "branches to several chains" in left.message
+
+
+def test_a_chain_below_another_chain_starts_from_the_pose_just_written():
+    """The arm hangs under the spine chain through a shoulder bone that no chain moves: its start
+    pose must follow the spine's new pose (not the one evaluated before the spine was solved)."""
+    ob = armature("Body", [
+        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
+        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
+        ("shoulder", (0, 0, 1.2), (0.2, 0, 1.2), "spine1", True, 0.0),
+        ("upper", (0.2, 0, 1.2), (0.6, 0, 1.2), "shoulder", True, 0.0),
+        ("fore", (0.6, 0, 1.2), (1.0, 0, 1.2), "upper", True, 0.0),
+    ])
+    spine_target = empty("Chest", (0.4, 0.3, 1.05))
+    hand = empty("Hand", (0.5, 0.6, 1.3))
+    arm = add_chain(ob, "fore", 2, hand)
+    spine = add_chain(ob, "spine1", 2, spine_target)
+    # Within the arm's reach (0.8) of where the spine puts the upper arm, (0.57, 0.28, 0.95); from the
+    # rest pose's upper arm, (0.2, 0, 1.2), the tip would miss them.
+    for point in [(0.5, 0.6, 1.3), (0.9, 0.5, 0.6), (0.3, 0.7, 1.0)]:
+        hand.location = point
+        bpy.context.view_layer.update()
+        assert spine.status == 'REACHED' and arm.status == 'REACHED', (spine.message, arm.message)
+        assert np.linalg.norm(world_tail(ob, "spine1") - np.array(spine_target.location)) < 1e-3
+        assert np.linalg.norm(world_tail(ob, "fore") - np.array(point)) < 1e-3
+    # The shoulder, moved by nobody, stays attached: its head is where the spine's tip now is.
+    assert np.linalg.norm(world_head(ob, "shoulder") - world_tail(ob, "spine1")) < 1e-5
