@@ -93,12 +93,14 @@ def plan_chains(ob) -> list[ChainPlan]:
     return layout(ob).plans
 
 
-def layout(ob) -> Layout:
-    rig_cache = cache.get(ob)
-    key = (cache.generation(), len(ob.fabrik.chains))
+def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
+    """The armature's chain plans under the current settings (``rig_cache``: its cache, if at hand)."""
+    if rig_cache is None:
+        rig_cache = cache.get(ob)
+    chains = ob.fabrik.chains
+    key = (cache.generation(), len(chains))
     if key not in rig_cache.plans:
         plans, invalid = _plan_chains(ob)
-        chains = ob.fabrik.chains
         for plan in plans:
             plan.idx = [rig_cache.index[name] for name in plan.bones]
             plan.parent = int(rig_cache.parents[plan.idx[0]])
@@ -117,7 +119,6 @@ def layout(ob) -> Layout:
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
     result: Layout = rig_cache.plans[key]
-    chains = ob.fabrik.chains
     for index, message in result.invalid:
         set_status(chains[index], 'INVALID', message)
     return result
@@ -225,19 +226,18 @@ def world_point(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
     return matrix
 
 
-def rig_state(ob, depsgraph) -> RigState:
+def rig_state(ob, depsgraph, rig_cache: cache.RigCache) -> RigState:
     """The armature's world transform this frame; raises for a scale the solve cannot honour.
 
-    mathutils, not numpy, for these 4x4 operations: one call each instead of several.
+    mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
+    are written so that NaN fails them.
     """
     world_m = ob.evaluated_get(depsgraph).matrix_world
     axes = world_m.to_scale()
-    det = world_m.to_3x3().determinant()
-    finite = math.isfinite(sum(world_m[0]) + sum(world_m[1]) + sum(world_m[2]) + sum(world_m[3]))
-    if not finite or det <= 0.0 or max(axes) - min(axes) > SCALE_TOLERANCE * max(axes):
+    if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
+            and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    return RigState(world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, cache.get(ob).animated_paths,
-                    depsgraph)
+    return RigState(world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, rig_cache.animated_paths, depsgraph)
 
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
@@ -419,20 +419,20 @@ def solve_armatures(obs, depsgraph) -> None:
         for chain in chains:
             if not chain.enabled:
                 set_status(chain, 'NONE')
+        rig_cache = cache.get(ob)
         try:
-            state = rig_state(ob, depsgraph)
+            state = rig_state(ob, depsgraph, rig_cache)
         except ChainError as error:
             for chain in chains:
                 if chain.enabled:
                     set_status(chain, 'INVALID', str(error))
             continue
-        plan = layout(ob)
+        plan = layout(ob, rig_cache)
         for p in plan.free:
             bones_by_length[len(p.idx)] += len(p.idx)
-        prepared.append((ob, ob.evaluated_get(depsgraph), state, cache.get(ob), plan))
+        prepared.append((ob, chains, ob.evaluated_get(depsgraph), state, rig_cache, plan))
     batched, later = [], []
-    for ob, ev, state, rig_cache, plan in prepared:
-        chains = ob.fabrik.chains
+    for ob, chains, ev, state, rig_cache, plan in prepared:
         few: list[tuple] = []
         many: list[tuple] = []
         for p in plan.free:
@@ -442,10 +442,10 @@ def solve_armatures(obs, depsgraph) -> None:
             rig_small.solve(ob, ev, few, state, depsgraph, rig_cache, keep_matrices=bool(rest))
         if many:
             batched.append((ob, ev, many, state, rig_cache, bool(rest)))
-        later.append((ob, ev, state, rig_cache, rest))
+        if rest:
+            later.append((ob, chains, ev, state, rig_cache, rest))
     rig_batch.solve(batched, depsgraph)
-    for ob, ev, state, rig_cache, rest in later:
-        chains = ob.fabrik.chains
+    for ob, chains, ev, state, rig_cache, rest in later:
         for group in rest:
             try:
                 if len(group) == 1:
