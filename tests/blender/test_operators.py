@@ -99,3 +99,30 @@ def test_every_property_has_a_name_and_description_and_every_operator_a_tooltip(
                 if not any(isinstance(n, ast.FunctionDef) and n.name == "poll" for n in node.body):
                     missing.append(f"{path.name}: {node.name} has no poll")
     assert missing == []
+
+
+def test_undo_and_redo_around_a_chain():
+    """Undo takes the chain, its target and the IK pose away; redo brings them back, solving live."""
+    ob = straightish_chain("Arm", 3)
+    bpy.ops.ed.undo_push(message="rig built")
+    pose_mode_with_active(ob, "b2")
+    assert bpy.ops.pose.fabrik_chain_add(chain_length=3, create_target=True) == {'FINISHED'}
+    target_name = ob.fabrik.chains[0].target.name
+    ob.fabrik.chains[0].target.location = (0.8, 0.5, 1.5)
+    bpy.context.view_layer.update()
+    bpy.ops.ed.undo_push(message="posed")
+
+    assert bpy.ops.ed.undo() == {'FINISHED'}
+    ob = bpy.data.objects["Arm"]
+    assert len(ob.fabrik.chains) == 0 and target_name not in bpy.data.objects
+    bpy.context.scene.frame_set(5)
+    for pb in ob.pose.bones:
+        np.testing.assert_allclose(pb.rotation_quaternion, (1, 0, 0, 0), atol=1e-6)
+
+    assert bpy.ops.ed.redo() == {'FINISHED'}
+    ob = bpy.data.objects["Arm"]
+    chain = ob.fabrik.chains[0]
+    chain.target.location = (-0.5, 0.6, 1.8)
+    bpy.context.view_layer.update()
+    assert chain.status == 'REACHED'
+    assert np.linalg.norm(world_tail(ob, "b2") - np.array(chain.target.location)) < 1e-3
