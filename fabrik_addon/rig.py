@@ -98,7 +98,8 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
     if rig_cache is None:
         rig_cache = cache.get(ob)
     chains = ob.fabrik.chains
-    key = (cache.generation(), len(chains))
+    # Tip names too: a script may reorder or swap chains (move, remove + add) without touching a setting.
+    key = (cache.generation(), tuple(chain.tip_bone for chain in chains))
     if key not in rig_cache.plans:
         plans, invalid = _plan_chains(ob)
         for plan in plans:

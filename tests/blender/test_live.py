@@ -322,3 +322,22 @@ def test_duplicated_renamed_and_deleted_rigs_are_followed():
     bpy.context.scene.frame_set(4)
     assert np.linalg.norm(world_tail(ob, "b2") - target_position(target)) < 1e-3
     assert [tuple(pb.rotation_quaternion) for pb in other.pose.bones] == kept
+
+
+def test_chains_reordered_by_a_script_keep_their_own_bones():
+    """``chains.move`` changes no setting (no update callback runs): the cached layout must notice."""
+    ob = armature("Two", [
+        ("a0", (0, 0, 0), (0, 0, 1), None, False, 0.0),
+        ("a1", (0, 0, 1), (0, 0.1, 2), "a0", True, 0.0),
+        ("c0", (2, 0, 0), (2, 0, 1), None, False, 0.0),
+        ("c1", (2, 0, 1), (2, 0.1, 2), "c0", True, 0.0),
+    ])
+    left, right = empty("Left", (0.6, 0.4, 1.5)), empty("Right", (2.5, -0.4, 1.6))
+    add_chain(ob, "a1", 2, left)
+    add_chain(ob, "c1", 2, right)
+    bpy.context.view_layer.update()
+    ob.fabrik.chains.move(0, 1)
+    left.location, right.location = (-0.5, 0.5, 1.4), (1.4, 0.6, 1.5)
+    bpy.context.scene.frame_set(3)
+    assert np.linalg.norm(world_tail(ob, "a1") - np.array(left.location)) < 1e-3
+    assert np.linalg.norm(world_tail(ob, "c1") - np.array(right.location)) < 1e-3
