@@ -36,7 +36,7 @@ class ChainPlan:
     # Filled from the armature's cache when the layout is built (both are rebuilt together):
     idx: list[int] = field(default_factory=list)  # bone indices in the cache
     parent: int = -1  # cache index of the root bone's parent, -1 for none
-    limited: bool = False  # a placed bone has a joint limit
+    limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
     references_checked: bool = False  # target and pole passed check_references under these settings
 
 
@@ -105,8 +105,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
         for plan in plans:
             plan.idx = [rig_cache.index[name] for name in plan.bones]
             plan.parent = int(rig_cache.parents[plan.idx[0]])
-            placed = plan.idx[:-1] if chains[plan.index].match_target_rotation else plan.idx
-            plan.limited = bool(rig_cache.limited[placed].any()) if placed else False
+            plan.limited = bool(rig_cache.limited[plan.idx].any())
         moved = {bone for plan in plans for bone in plan.bones}
         free, rest, labels = [], [], {}
         for group in rig_tree.group_plans(plans):
