@@ -271,6 +271,14 @@ def _write(table: Table, group, idx, pre, parent, every, solved) -> None:
     influence = np.array([group[c][1].influence for c in valid])
     frames = [solved[c].get("frame") for c in valid]
     q = _local_rotations(vpre, vparent, table.rel[vidx], before, after, heads, frames, table.base[vidx], influence)
+    finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
+    if not finite.all():  # never write a non-finite value: such chains keep their pose
+        for v in np.flatnonzero(~finite):
+            diagnostics.record(group[valid[v]][1], 'INVALID', "The solve gave a non-finite pose; the pose was "
+                               "left as it was")
+        keep_rows = np.flatnonzero(finite)
+        valid = [valid[v] for v in keep_rows]
+        vidx, vpre, vparent, q = vidx[keep_rows], vpre[keep_rows], vparent[keep_rows], q[keep_rows]
     quaternion = table.quaternion[vidx]
     table.written[vidx[quaternion]] = q[quaternion]
     for v, k in zip(*np.nonzero(~quaternion)):  # other rotation modes: converted one bone at a time

@@ -11,6 +11,8 @@ The results match the batched path's: same start pose, same solvers, same rotati
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
@@ -115,6 +117,8 @@ def _solve_chain(ob, ev, bones, chain, plan, state: RigState, depsgraph, cache: 
                                                  max_iterations=chain.iterations)
         solved = [Vector(p) for p in points]
 
+    if not math.isfinite(error + sum(sum(p) for p in solved)):
+        raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
     _write(bones, chain, plan, parent, pre, base, joints, solved, frame, state, cache, keep_matrices)
     diagnostics.record(chain, 'REACHED' if error <= tolerance else 'UNREACHABLE', "", error * state.scale,
                        iterations)
@@ -126,11 +130,12 @@ def _write(bones, chain, plan, parent: Matrix, pre: list[Matrix], base: list[Qua
 
     The same rules as :func:`.rig_batch._local_rotations`: offsets and twist ride along with the turn,
     a tip matching its target takes the target's orientation, the channels stay in the hemisphere of
-    the pose without IK.
+    the pose without IK. Every rotation is computed before any is written, so a chain is written whole
+    or not at all, and never with a non-finite value.
     """
     influence = chain.influence
-    originals, evaluated = bones
-    above = final = parent
+    rotations = []
+    above = parent
     last = len(plan.idx) - 1
     for k, i in enumerate(plan.idx):
         m = pre[k]
@@ -146,7 +151,13 @@ def _write(bones, chain, plan, parent: Matrix, pre: list[Matrix], base: list[Qua
             q = start.slerp(q, influence)
         if q.dot(start) < 0.0:
             q.negate()
+        rotations.append(q)
         above = ik
+    if not math.isfinite(sum(sum(q) for q in rotations)):
+        raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
+    originals, evaluated = bones
+    final = parent
+    for k, (i, q) in enumerate(zip(plan.idx, rotations)):
         name = plan.bones[k]
         pb = originals[name]
         if cache.modes[i] == 'QUATERNION':

@@ -86,6 +86,32 @@ def test_target_at_infinity_or_nan_never_writes_nan():
             assert np.isfinite(pb.rotation_quaternion).all()
 
 
+def test_a_solver_gone_wrong_never_writes_nan(monkeypatch, solve_path):
+    """The last guard: whatever the solver returns, a non-finite rotation is never written and the
+    chain keeps the pose it had, whole (no half-written chain)."""
+    from fabrik_addon import rig_batch, rig_small
+    from fabrik_addon.solver import ChainResults
+
+    ob, good, good_target = two_chain_rig()
+    bpy.context.view_layer.update()
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+
+    def nan_points(points, *_args, **_kwargs):
+        return [(float("nan"),) * 3 for _ in points], 0.0, 1
+
+    def nan_chains(joints, targets, **_kwargs):
+        joints = np.full(np.shape(joints), np.nan)
+        count = len(joints)
+        return ChainResults(joints, np.zeros(count), np.ones(count, dtype=int), np.ones(count, dtype=bool))
+
+    monkeypatch.setattr(rig_small, "solve_points", nan_points)
+    monkeypatch.setattr(rig_batch, "solve_chains", nan_chains)
+    good_target.location = (0.8, -0.4, 1.8)
+    bpy.context.view_layer.update()
+    assert good.status == 'INVALID' and "non-finite" in good.message, solve_path
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == before
+
+
 def test_target_at_the_root_gives_a_finite_pose():
     ob = straightish_chain("Arm", 3)
     chain = add_chain(ob, "b2", 3, empty("T", (0.0, 0.0, 0.0)))
