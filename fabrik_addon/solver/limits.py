@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,32 +79,74 @@ class ConeLimit:
             rx, ry, rz = self.rim(s)
             return rx * x + ry * y + rz * z
 
-        # The rim is a closed curve: take the nearest of its cached samples, then refine by golden-section
-        # search on the cosine of the angle to the rim, which is smooth and single-peaked between
-        # samples. Stopping at 1e-7 in s keeps the direction within ~1.6e-7 rad of the optimum.
-        samples = _rim_samples(self)
-        best = max(range(_SAMPLES), key=lambda k: samples[k][0] * x + samples[k][1] * y + samples[k][2] * z)
+        # The rim is a closed curve: take the nearest of its cached samples, then refine on the cosine
+        # of the angle to the rim, which is smooth and single-peaked between samples, by Brent's method
+        # (parabolic steps, golden-section when they misbehave): about 10 rim evaluations where
+        # golden-section alone took about 30, to the same 1e-7 in s (~1.6e-7 rad).
+        best = int(np.argmax(_rim_samples(self) @ np.array((x, y, z))))
         step = _TWO_PI / _SAMPLES
-        lo, hi = (best - 1) * step, (best + 1) * step
-        m1, m2 = hi - _GOLDEN * (hi - lo), lo + _GOLDEN * (hi - lo)
-        f1, f2 = closeness(m1), closeness(m2)
-        while hi - lo > 1e-7:
-            if f1 < f2:
-                lo, m1, f1 = m1, m2, f2
-                m2 = lo + _GOLDEN * (hi - lo)
-                f2 = closeness(m2)
+        return np.array(self.rim(_brent_max(closeness, (best - 1) * step, (best + 1) * step, 1e-7)))
+
+
+def _brent_max(f: Callable[[float], float], a: float, b: float, xtol: float) -> float:
+    """Where ``f`` peaks on ``[a, b]`` (single-peaked), to about ``xtol``: Brent's method (1973).
+
+    Keeps the best three points (x best, w second, v third); fits a parabola through them when the
+    last steps shrank, else takes a golden-section step into the larger side.
+    """
+    golden = 0.5 * (3.0 - math.sqrt(5.0))
+    x = w = v = a + golden * (b - a)
+    fx = fw = fv = f(x)
+    d = e = 0.0  # the last step and the one before
+    while True:
+        middle = 0.5 * (a + b)
+        tol1 = 1.5e-8 * abs(x) + xtol / 3.0
+        tol2 = 2.0 * tol1
+        if abs(x - middle) <= tol2 - 0.5 * (b - a):
+            return x
+        parabolic = False
+        if abs(e) > tol1:
+            r = (x - w) * (fx - fv)
+            q = (x - v) * (fx - fw)
+            p = (x - v) * q - (x - w) * r
+            q = 2.0 * (q - r)
+            if q > 0.0:
+                p = -p
+            q = abs(q)
+            previous, e = e, d
+            if abs(p) < abs(0.5 * q * previous) and q * (a - x) < p < q * (b - x):
+                d = p / q
+                parabolic = True
+                if (x + d) - a < tol2 or b - (x + d) < tol2:
+                    d = tol1 if middle >= x else -tol1
+        if not parabolic:
+            e = (a - x) if x >= middle else (b - x)
+            d = golden * e
+        u = x + (d if abs(d) >= tol1 else math.copysign(tol1, d))
+        fu = f(u)
+        if fu >= fx:
+            if u >= x:
+                a = x
             else:
-                hi, m2, f2 = m2, m1, f1
-                m1 = hi - _GOLDEN * (hi - lo)
-                f1 = closeness(m1)
-        return np.array(self.rim(0.5 * (lo + hi)))
+                b = x
+            v, fv, w, fw, x, fx = w, fw, x, fx, u, fu
+        else:
+            if u < x:
+                a = u
+            else:
+                b = u
+            if fu >= fw or w == x:
+                v, fv, w, fw = w, fw, u, fu
+            elif fu >= fv or v == x or v == w:
+                v, fv = u, fu
 
 
 @functools.lru_cache(maxsize=1024)
-def _rim_samples(cone: ConeLimit) -> tuple[tuple[float, float, float], ...]:
-    """Evenly spaced rim directions of a cone (cones are immutable, so they are computed once)."""
+def _rim_samples(cone: ConeLimit) -> np.ndarray:
+    """Evenly spaced rim directions of a cone, ``(_SAMPLES, 3)`` (cones are immutable, so they are
+    computed once; callers must not write to the array)."""
     step = _TWO_PI / _SAMPLES
-    return tuple(cone.rim(k * step) for k in range(_SAMPLES))
+    return np.array([cone.rim(k * step) for k in range(_SAMPLES)])
 
 
 def _ratio2(value: float, semi_axis: float) -> float:
