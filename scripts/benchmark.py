@@ -75,7 +75,34 @@ def bench_solver() -> dict:
         joint_iterations = float(result.iterations.sum()) * (n + 1)
         batched[count] = {"ns_per_joint_iteration": seconds / joint_iterations * 1e9,
                           "ms_per_call": seconds * 1e3, "mean_iterations": float(result.iterations.mean())}
-    return {"machine": machine(), "single": single, "batched_10_bones": batched}
+    return {"machine": machine(), "single": single, "batched_10_bones": batched, "limited_7_bones": bench_limited()}
+
+
+def bench_limited() -> dict:
+    """Limited 7-bone chains (random 20-90 degree cones): 60 targets from limit-respecting poses, and
+    one target the limits make unreachable (the restarts and the CCD refinement all run)."""
+    sys.path.insert(0, str(ROOT / "tests" / "solver"))
+    from limited import limited_pose, random_cones, random_rest_chain
+
+    from fabrik_addon.solver import ConeLimit
+
+    rng = np.random.default_rng(3)
+    cases = []
+    for _ in range(60):
+        rest, cones = random_rest_chain(rng, 7), random_cones(rng, 7)
+        cases.append((rest, cones, limited_pose(rng, rest, cones)[-1]))
+    times, reached = [], 0
+    for rest, cones, target in cases:
+        started = time.perf_counter()
+        result = solve_chain(rest, target, limits=cones, tolerance=1e-3, max_iterations=30)
+        times.append(time.perf_counter() - started)
+        reached += bool(result.reached)
+    rest = np.array([[0.0, 0.0, float(k)] for k in range(8)])
+    cones = [ConeLimit(*[np.radians(20.0)] * 4)] * 7
+    unreachable = _median_time(lambda: solve_chain(rest, [5.0, 0.0, 1.0], limits=cones, tolerance=1e-3,
+                                                   max_iterations=30), 5)
+    return {"reachable_median_ms": float(np.median(times)) * 1e3, "reachable_mean_ms": float(np.mean(times)) * 1e3,
+            "reached": reached, "targets": len(cases), "unreachable_ms": unreachable * 1e3}
 
 
 def print_solver(data: dict) -> None:
@@ -88,6 +115,10 @@ def print_solver(data: dict) -> None:
     for count, row in data["batched_10_bones"].items():
         print(f"                             {count:>6}   {row['ns_per_joint_iteration']:18.1f}   "
               f"{row['ms_per_call']:7.2f}")
+    lim = data["limited_7_bones"]
+    print(f"  limited, 7 bones: {lim['reachable_median_ms']:.2f} ms median, {lim['reachable_mean_ms']:.2f} ms mean per "
+          f"solve ({lim['reached']}/{lim['targets']} limit-respecting targets reached); unreachable under the "
+          f"limits: {lim['unreachable_ms']:.1f} ms")
 
 
 def main() -> None:
