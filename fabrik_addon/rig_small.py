@@ -41,8 +41,6 @@ from .solver.two_bone import two_bone_points
 # 1.6-1.8, 32 x 3 1.9-2.1 against 2.0-2.2 (even), 100 x 3 5.9 against 3.5.
 SMALL_BONES = 96
 
-_Y = Vector((0.0, 1.0, 0.0))
-
 
 def solve(ob, ev, items: list[tuple], state: RigState, depsgraph, cache: RigCache, keep_matrices: bool) -> None:
     """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
