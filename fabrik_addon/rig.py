@@ -47,7 +47,6 @@ class RigState:
     inv_world_m: Matrix  # armature object's world matrix inverted (mathutils: cheap single-point transforms)
     scale: float
     animated: set[tuple[str, int]]
-    depsgraph: object
     new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
 
     @functools.cached_property
@@ -237,7 +236,7 @@ def rig_state(ob, depsgraph, rig_cache: cache.RigCache) -> RigState:
     if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
             and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    return RigState(world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, rig_cache.animated_paths, depsgraph)
+    return RigState(world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, rig_cache.animated_paths)
 
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
