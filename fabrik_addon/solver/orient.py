@@ -1,0 +1,313 @@
+"""Bone orientations from solved joints: how much each bone turns, roll included.
+
+The solvers place joints; a bone's orientation also has a roll about its own axis, which joint
+positions do not fix. A plain from-to rotation per bone never rolls, so an elbow that the solve
+swings into another plane leaves its hinge. Here the chain turns as one piece first and then each
+bone by the least it must:
+
+1. The chain's frame: its root-to-tip axis ``k`` and its bend ``b`` (the mean of the interior joints
+   seen from the root, across ``k``; toward the pole where there is one). The chain turns by the
+   rotation carrying the start pose's frame onto the solved one, so the root rolls to face the pole
+   and the bend plane of the start pose becomes the solved one (Unity's LookRotation(forward, up)
+   with the bend as up).
+2. Bone 0 then swings by the smallest rotation that puts its direction on the solved one; each
+   later bone takes its parent's turn and swings likewise (parallel transport: no twist relative to
+   the parent beyond what the directions demand).
+
+Where the start and solved chains are planar, every bone's turn carries the start bend-plane normal
+onto the solved one, so a child turns relative to its parent about that normal only: a pure local-X
+turn for bones rolled as rigs usually are. Where they are not planar, a child twists relative to its
+parent by nothing more than its swing. A solve that changes nothing turns nothing.
+
+Turns are world-space rotations ``G`` to apply on top of each bone's start orientation
+(``new = G @ start``), so any rotation about a bone's own axis in the start pose (keyed twist) rides
+along.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .prepare import EPS
+from .rotations import cross, matrices_from_two_vectors, normalized, perpendicular_floats
+
+Point = tuple[float, float, float]
+Rows = tuple[Point, Point, Point]
+
+# Weight (relative to the chain's length) of the fallback side in the bend: it decides the roll of a
+# straight chain (bend below this), and fades as (weight / bend)^2 on a bent one: 1e-6 rad of pull at a
+# bend of 1% of the length, so a planar start stays planar to that.
+SIDE_WEIGHT = 1e-5
+
+
+def rest_side(rest_joints: object, root_frame: object) -> np.ndarray:
+    """The side a chain bends to in its rest pose, in its root bone's local axes.
+
+    Parameters
+    ----------
+    rest_joints : array_like, shape (N+1, 3)
+        The chain's joints in its rest pose.
+    root_frame : array_like, shape (3, 3)
+        The root bone's rest orientation (columns X, Y, Z).
+
+    Returns
+    -------
+    ndarray, shape (3,)
+        Unit vector: the rest bend (see the module docstring) in the root's axes; local +Z, the side
+        Blender rigs usually bend to, when the rest chain is straight.
+    """
+    joints = np.asarray(rest_joints, dtype=np.float64)
+    frame = np.asarray(root_frame, dtype=np.float64)
+    length = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
+    bend = _bend(joints[None])[0]
+    if np.linalg.norm(bend) <= 1e-6 * length:
+        return np.array([0.0, 0.0, 1.0])
+    local = frame.T @ bend
+    return local / np.linalg.norm(local)
+
+
+def chain_turns(before: object, after: object, pole: object = None, side: object = None) -> np.ndarray:
+    """World rotation of each bone of a chain from its start pose to its solved pose.
+
+    Parameters
+    ----------
+    before : array_like, shape (N+1, 3)
+        Joints of the start pose (root first).
+    after : array_like, shape (N+1, 3)
+        Solved joints, bone lengths as in ``before``.
+    pole : array_like, shape (3,), optional
+        The solved chain's root rolls to face it.
+    side : array_like, shape (3,), optional
+        World direction the start pose bends to when it is straight (see :func:`rest_side`); a
+        deterministic perpendicular of its axis by default.
+
+    Returns
+    -------
+    ndarray, shape (N, 3, 3)
+        ``G[i]`` turns bone ``i``'s start orientation into its solved one (``G[i] @ start``) and its
+        start segment direction onto its solved one.
+    """
+    b = np.asarray(before, dtype=np.float64)[None]
+    a = np.asarray(after, dtype=np.float64)[None]
+    p = None if pole is None else np.asarray(pole, dtype=np.float64)[None]
+    s = None if side is None else np.asarray(side, dtype=np.float64)[None]
+    return chains_turns(b, a, p, s)[0]
+
+
+def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None = None,
+                 sides: np.ndarray | None = None) -> np.ndarray:
+    """Batched :func:`chain_turns`: ``(C, N+1, 3)`` joints, ``(C, 3)`` poles (NaN rows: none) and sides;
+    returns ``(C, N, 3, 3)``."""
+    count, n = before.shape[0], before.shape[1] - 1
+    seg_before = np.diff(before, axis=1)
+    seg_after = np.diff(after, axis=1)
+    lengths = np.sqrt(np.einsum("cki,cki->ck", seg_before, seg_before))
+    total = lengths.sum(axis=1)
+    tiny = EPS * np.maximum(total, 1e-300)
+    k_pre = _axis(before, seg_before, tiny)
+    k_sol = _axis(after, seg_after, tiny)
+    if sides is None:
+        u_pre = np.array([perpendicular_floats(*row) for row in k_pre.tolist()]).reshape(count, 3)
+    else:
+        u_pre = _across(np.asarray(sides, dtype=np.float64), k_pre)
+        norm = np.sqrt(np.einsum("ci,ci->c", u_pre, u_pre))
+        bad = norm <= 1e-9
+        if bad.any():
+            u_pre[bad] = [perpendicular_floats(*row) for row in k_pre[bad].tolist()]
+            norm[bad] = 1.0
+        u_pre /= norm[:, None]
+    b_pre = _unit_or(_across(_with_side(_bend(before, k_pre), u_pre, total), k_pre), u_pre)
+    aim = matrices_from_two_vectors(k_pre, k_sol)
+    u_sol = np.einsum("cij,cj->ci", aim, u_pre)
+    b_sol = _unit_or(_across(_with_side(_bend(after, k_sol), u_sol, total), k_sol),
+                     _unit_or(_across(u_sol, k_sol), u_sol))
+    if poles is not None:
+        w = _across(np.asarray(poles, dtype=np.float64) - after[:, 0], k_sol)
+        wn = np.sqrt(np.einsum("ci,ci->c", w, w))
+        use = np.isfinite(wn) & (wn > tiny)
+        b_sol[use] = w[use] / wn[use, None]
+    frame_pre = np.stack([k_pre, b_pre, cross(k_pre, b_pre)], axis=-1)
+    frame_sol = np.stack([k_sol, b_sol, cross(k_sol, b_sol)], axis=-1)
+    turn = frame_sol @ np.swapaxes(frame_pre, 1, 2)
+    d_before = seg_before / np.maximum(lengths, 1e-300)[..., None]
+    after_len = np.sqrt(np.einsum("cki,cki->ck", seg_after, seg_after))
+    d_after = seg_after / np.maximum(after_len, 1e-300)[..., None]
+    out = np.empty((count, n, 3, 3))
+    for i in range(n):
+        carried = np.einsum("cij,cj->ci", turn, d_before[:, i])
+        swing = matrices_from_two_vectors(normalized(carried), d_after[:, i])
+        ok = (lengths[:, i] > tiny) & (after_len[:, i] > tiny)
+        turn = np.where(ok[:, None, None], swing @ turn, turn)
+        out[:, i] = turn
+    return out
+
+
+def _axis(joints: np.ndarray, segments: np.ndarray, tiny: np.ndarray) -> np.ndarray:
+    """Unit root-to-tip axes ``(C, 3)``; the first bone's direction where root and tip meet."""
+    k = joints[:, -1] - joints[:, 0]
+    norm = np.sqrt(np.einsum("ci,ci->c", k, k))
+    folded = norm <= tiny
+    if folded.any():
+        k = k.copy()
+        k[folded] = segments[folded, 0]
+        norm[folded] = np.sqrt(np.einsum("ci,ci->c", k[folded], k[folded]))
+    return k / norm[:, None]
+
+
+def _across(v: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """The part of ``v`` across unit ``k``."""
+    return v - np.einsum("ci,ci->c", v, k)[:, None] * k
+
+
+def _bend(joints: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
+    """Mean of the interior joints seen from the root, across the root-to-tip axis; ``(C, 3)``."""
+    n = joints.shape[1] - 1
+    if k is None:
+        axis = joints[:, -1] - joints[:, 0]
+        norm = np.sqrt(np.einsum("ci,ci->c", axis, axis))
+        k = axis / np.where(norm > 0.0, norm, 1.0)[:, None]
+    if n < 2:
+        return np.zeros((joints.shape[0], 3))
+    mean = joints[:, 1:n].mean(axis=1) - joints[:, 0]
+    return _across(mean, k)
+
+
+def _with_side(bend: np.ndarray, side: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """The bend plus the fallback side, weighted as :data:`SIDE_WEIGHT` says."""
+    weight = SIDE_WEIGHT * total
+    size = np.sqrt(np.einsum("ci,ci->c", bend, bend))
+    return bend + (weight * weight / np.maximum(size, weight))[:, None] * side
+
+
+def _unit_or(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    norm = np.sqrt(np.einsum("ci,ci->c", v, v))
+    ok = norm > 1e-12
+    return np.where(ok[:, None], v / np.where(ok, norm, 1.0)[:, None], fallback)
+
+
+# Plain floats: the few-chain path turns one short chain at a time, where numpy's per-call cost would
+# be most of the work.
+
+
+def chain_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                       pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> list[Rows]:
+    """:func:`chain_turns` on plain floats: joints as ``[(x, y, z), ...]``, turns as rows of 3x3 matrices."""
+    n = len(before) - 1
+    sb = [_sub(before[i + 1], before[i]) for i in range(n)]
+    sa = [_sub(after[i + 1], after[i]) for i in range(n)]
+    lb = [_norm(v) for v in sb]
+    la = [_norm(v) for v in sa]
+    total = sum(lb)
+    tiny = EPS * total
+    k_pre = _axis_floats(before, sb, tiny)
+    k_sol = _axis_floats(after, sa, tiny)
+    u_pre = None
+    if side is not None:
+        u_pre = _unit_floats(_across_floats((float(side[0]), float(side[1]), float(side[2])), k_pre), 1e-9)
+    if u_pre is None:
+        u_pre = perpendicular_floats(*k_pre)
+    weight = SIDE_WEIGHT * total
+    m = _bend_floats(before, k_pre)
+    b_pre = _unit_floats(_across_floats(_add(m, _scale(u_pre, weight * weight / max(_norm(m), weight))), k_pre),
+                         1e-12) or u_pre
+    u_sol = _apply(_turn_rows(k_pre, k_sol), u_pre)
+    b_sol = None
+    if pole is not None:
+        b_sol = _unit_floats(_across_floats(_sub(pole, after[0]), k_sol), tiny)
+    if b_sol is None:
+        m = _bend_floats(after, k_sol)
+        b_sol = (_unit_floats(_across_floats(_add(m, _scale(u_sol, weight * weight / max(_norm(m), weight))), k_sol),
+                              1e-12)
+                 or _unit_floats(_across_floats(u_sol, k_sol), 1e-12) or u_sol)
+    c_pre = _cross(k_pre, b_pre)
+    c_sol = _cross(k_sol, b_sol)
+    # turn = [k_sol b_sol c_sol] @ [k_pre b_pre c_pre]^T
+    turn: Rows = tuple(  # type: ignore[assignment]
+        tuple(k_sol[r] * k_pre[c] + b_sol[r] * b_pre[c] + c_sol[r] * c_pre[c] for c in range(3)) for r in range(3))
+    out = []
+    for i in range(n):
+        if lb[i] > tiny and la[i] > tiny:
+            carried = _apply(turn, _scale(sb[i], 1.0 / lb[i]))
+            norm = _norm(carried)
+            turn = _mul(_turn_rows(_scale(carried, 1.0 / norm), _scale(sa[i], 1.0 / la[i])), turn)
+        out.append(turn)
+    return out
+
+
+def _sub(a: Sequence[float], b: Sequence[float]) -> Point:
+    return float(a[0]) - float(b[0]), float(a[1]) - float(b[1]), float(a[2]) - float(b[2])
+
+
+def _add(a: Point, b: Point) -> Point:
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
+
+
+def _scale(a: Point, s: float) -> Point:
+    return a[0] * s, a[1] * s, a[2] * s
+
+
+def _dot(a: Point, b: Point) -> float:
+    return a[0] * b[0] + a[1] * b[1] + a[2] * b[2]
+
+
+def _cross(a: Point, b: Point) -> Point:
+    return a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]
+
+
+def _norm(a: Point) -> float:
+    return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
+
+
+def _unit_floats(a: Point, floor: float) -> Point | None:
+    norm = _norm(a)
+    return None if not norm > floor else (a[0] / norm, a[1] / norm, a[2] / norm)
+
+
+def _across_floats(v: Point, k: Point) -> Point:
+    t = _dot(v, k)
+    return v[0] - t * k[0], v[1] - t * k[1], v[2] - t * k[2]
+
+
+def _axis_floats(joints: Sequence[Sequence[float]], segments: list[Point], tiny: float) -> Point:
+    k = _sub(joints[-1], joints[0])
+    if _norm(k) <= tiny:
+        k = segments[0]
+    norm = _norm(k)
+    return k[0] / norm, k[1] / norm, k[2] / norm
+
+
+def _bend_floats(joints: Sequence[Sequence[float]], k: Point) -> Point:
+    n = len(joints) - 1
+    if n < 2:
+        return 0.0, 0.0, 0.0
+    sx = sum(float(p[0]) for p in joints[1:n]) / (n - 1)
+    sy = sum(float(p[1]) for p in joints[1:n]) / (n - 1)
+    sz = sum(float(p[2]) for p in joints[1:n]) / (n - 1)
+    return _across_floats(_sub((sx, sy, sz), joints[0]), k)
+
+
+def _apply(m: Rows, v: Point) -> Point:
+    return _dot(m[0], v), _dot(m[1], v), _dot(m[2], v)
+
+
+def _mul(a: Rows, b: Rows) -> Rows:
+    return tuple(  # type: ignore[return-value]
+        tuple(a[r][0] * b[0][c] + a[r][1] * b[1][c] + a[r][2] * b[2][c] for c in range(3)) for r in range(3))
+
+
+def _turn_rows(a: Point, b: Point) -> Rows:
+    """Rows of the smallest rotation taking unit ``a`` onto unit ``b`` (a half turn about a deterministic
+    perpendicular when they are opposite), as :func:`.rotations.matrix_from_two_vectors`."""
+    c = _dot(a, b)
+    if c < -1.0 + 1e-12:
+        x, y, z = perpendicular_floats(*a)
+        return ((2 * x * x - 1, 2 * x * y, 2 * x * z), (2 * x * y, 2 * y * y - 1, 2 * y * z),
+                (2 * x * z, 2 * y * z, 2 * z * z - 1))
+    vx, vy, vz = _cross(a, b)
+    k = 1.0 / (1.0 + c)
+    return ((1.0 - (vy * vy + vz * vz) * k, vx * vy * k - vz, vx * vz * k + vy),
+            (vx * vy * k + vz, 1.0 - (vx * vx + vz * vz) * k, vy * vz * k - vx),
+            (vx * vz * k - vy, vy * vz * k + vx, 1.0 - (vx * vx + vy * vy) * k))
