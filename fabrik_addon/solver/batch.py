@@ -124,7 +124,7 @@ def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndar
         for i in range(n):
             _place(X[i + 1], X[i], U[i], L[i], tiny, tiny_max, d, dist)
         if pole is not None:
-            _turn_toward_pole(X, pole, tiny)
+            _turn_toward_pole(X, pole, tiny, tgt)
         np.subtract(X[n], tgt, out=d)
         err = np.sqrt(np.einsum("ij,ij->j", d, d))
         better = err < best_error
@@ -190,30 +190,19 @@ def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.einsum("ij,ij->j", a, b)
 
 
-def _turn_toward_pole(X: np.ndarray, pole: np.ndarray, tiny: np.ndarray) -> None:
-    """Batched :func:`.fabrik.turn_toward_pole`: swings about neighbour lines, then the rigid roll."""
+def _turn_toward_pole(X: np.ndarray, pole: np.ndarray, tiny: np.ndarray, tgt: np.ndarray) -> None:
+    """Batched :func:`.fabrik.turn_toward_pole` (about the root-target line): the rigid roll of each
+    chain's bend toward its pole."""
     n = X.shape[0] - 1
-    for i in range(1, n):
-        a = X[i - 1]
-        k = X[i + 1] - a
-        k2 = _dot(k, k)
-        safe_k2 = np.where(k2 > tiny * tiny, k2, 1.0)
-        v = X[i] - a
-        w = pole - a
-        tv = _dot(v, k) / safe_k2
-        tw = _dot(w, k) / safe_k2
-        v = v - tv * k
-        w = w - tw * k
-        vn = np.sqrt(_dot(v, v))
-        wn = np.sqrt(_dot(w, w))
-        ok = (k2 > tiny * tiny) & (vn > tiny) & (wn > tiny)
-        moved = a + tv * k + w * (vn / np.where(ok, wn, 1.0))
-        X[i] = np.where(ok, moved, X[i])
-    if n < 3:
+    if n < 2:
         return
     a = X[0]
-    k = X[n] - a
+    k = tgt - a
     kn = np.sqrt(_dot(k, k))
+    near = kn <= tiny
+    if near.any():  # a target at the root: about the root-tip line
+        k = np.where(near, X[n] - a, k)
+        kn = np.sqrt(_dot(k, k))
     k = k / np.where(kn > tiny, kn, 1.0)
     m = X[1:n].sum(axis=0) / (n - 1) - a
     m = m - _dot(m, k) * k
@@ -225,8 +214,10 @@ def _turn_toward_pole(X: np.ndarray, pole: np.ndarray, tiny: np.ndarray) -> None
     norm = np.where(ok, mn * wn, 1.0)
     c = _dot(m, w) / norm
     s = _dot(k, np.cross(m, w, axis=0)) / norm
-    for i in range(1, n):
+    for i in range(1, n + 1):
+        if i == n and near.all():
+            break
         v = X[i] - a
         t = _dot(v, k) * (1.0 - c)
         rolled = a + v * c + np.cross(k, v, axis=0) * s + k * t
-        X[i] = np.where(ok, rolled, X[i])
+        X[i] = np.where(ok & (~near if i == n else True), rolled, X[i])

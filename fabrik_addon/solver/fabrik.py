@@ -13,7 +13,7 @@ import numpy as np
 
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
 from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
-from .prepare import EPS, prepare, straight_toward
+from .prepare import EPS, aim_points, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors
 
@@ -87,7 +87,8 @@ def solve_chain(
     start3 = pad3(start)
     lengths = bone_lengths(start3)
     resolved = None if limits is None else resolve_limits(limits, start3)
-    prep = prepare(start3[None], tgt[None], None if pole3 is None else pole3[None], lengths[None])
+    prep = prepare(start3[None], tgt[None], None if pole3 is None else pole3[None], lengths[None],
+                   aim=resolved is None)
     args = (tgt, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
             min_improvement)
     if resolved is None:
@@ -164,6 +165,8 @@ def solve_points(
                              else np.array(pole, dtype=np.float64), tolerance=tolerance,
                              max_iterations=max_iterations, min_improvement=min_improvement)
         return [(p[0], p[1], p[2]) for p in result.joints.tolist()], result.error, result.iterations
+    if n >= 2:
+        aim_points(xs, ys, zs, (tx, ty, tz), total)
     dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
             for i in range(n)]
     if pole is not None:
@@ -249,7 +252,7 @@ def iterate(
                     ay = ys[i + 1] = ay + u[1] * L[i]
                     az = zs[i + 1] = az + u[2] * L[i]
             if pole is not None:
-                turn_toward_pole(xs, ys, zs, pole, tiny)
+                turn_toward_pole(xs, ys, zs, pole, tiny, target)
         else:
             forward_limited(xs, ys, zs, L, np.asarray(dirs), limits, tiny)
         error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
@@ -362,39 +365,31 @@ def _restarts(joints: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> li
 
 
 def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np.ndarray | Sequence[float],
-                     tiny: float) -> None:
-    """Bend the chain toward the pole without changing any length, the root or the tip.
+                     tiny: float, target: Sequence[float] | None = None) -> None:
+    """Roll the chain's bend to face the pole, without changing its shape or its root.
 
-    First each interior joint swings about the line through its neighbours to the pole's side (seed
-    002's control-object method). Swings done one after another can leave an S-shape, so then all
-    interior joints roll together, rigidly, about the root-tip line until the chain's mean bend faces
-    the pole.
+    The chain turns rigidly about the line from the root to ``target`` (default: to the tip, which then
+    stays put) until its mean bend (the mean of the interior joints seen from the root, across that
+    line) points to the pole's side. About the target's line, a chain whose plane holds the target
+    keeps holding it, so planar solves stay planar to the last digit.
+    A rigid roll and nothing else: the bend keeps the shape the passes gave it, so a planar chain stays
+    planar (its bones keep bending about their hinge axes), and a pole placed on the chain's own mean
+    bend moves nothing (where ``pose.fabrik_chain_add`` puts it). Swinging each joint toward the pole
+    about its neighbours' line (seed 002's control-object method) reshaped non-planar chains: adding a
+    pole there moved their joints by 4-13% of the chain's length.
     """
-    px, py, pz = (float(c) for c in pole)
     n = len(xs) - 1
-    for i in range(1, n):
-        ax, ay, az = xs[i - 1], ys[i - 1], zs[i - 1]
-        kx, ky, kz = xs[i + 1] - ax, ys[i + 1] - ay, zs[i + 1] - az
-        k2 = kx * kx + ky * ky + kz * kz
-        if k2 <= tiny * tiny:
-            continue
-        vx, vy, vz = xs[i] - ax, ys[i] - ay, zs[i] - az
-        wx, wy, wz = px - ax, py - ay, pz - az
-        tv = (vx * kx + vy * ky + vz * kz) / k2
-        tw = (wx * kx + wy * ky + wz * kz) / k2
-        vx, vy, vz = vx - tv * kx, vy - tv * ky, vz - tv * kz
-        wx, wy, wz = wx - tw * kx, wy - tw * ky, wz - tw * kz
-        v = math.sqrt(vx * vx + vy * vy + vz * vz)
-        w = math.sqrt(wx * wx + wy * wy + wz * wz)
-        if v <= tiny or w <= tiny:
-            continue
-        s = v / w
-        xs[i], ys[i], zs[i] = ax + tv * kx + wx * s, ay + tv * ky + wy * s, az + tv * kz + wz * s
-    if n < 3:
+    if n < 2:
         return
-    # Rigid roll about the root-tip axis k: the angle from the mean bend m to the pole direction w.
+    px, py, pz = (float(c) for c in pole)
+    # Rigid roll about the axis k: the angle from the mean bend m to the pole direction w.
     ax, ay, az = xs[0], ys[0], zs[0]
     kx, ky, kz = xs[n] - ax, ys[n] - ay, zs[n] - az
+    last = n
+    if target is not None:
+        gx, gy, gz = float(target[0]) - ax, float(target[1]) - ay, float(target[2]) - az
+        if gx * gx + gy * gy + gz * gz > tiny * tiny:
+            kx, ky, kz, last = gx, gy, gz, n + 1
     k = math.sqrt(kx * kx + ky * ky + kz * kz)
     if k <= tiny:
         return
@@ -413,7 +408,7 @@ def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np
         return
     c = (mx * wx + my * wy + mz * wz) / (m * w)
     s = (kx * (my * wz - mz * wy) + ky * (mz * wx - mx * wz) + kz * (mx * wy - my * wx)) / (m * w)
-    for i in range(1, n):
+    for i in range(1, last):
         # Rodrigues' rotation of the joint's offset from the root about unit axis k by (c, s).
         vx, vy, vz = xs[i] - ax, ys[i] - ay, zs[i] - az
         t = (vx * kx + vy * ky + vz * kz) * (1.0 - c)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 from chains import lengths_of, random_chain, reachable_target
 
-from fabrik_addon.solver import solve_chain
+from fabrik_addon.solver import solve_chain, solve_chains
+from fabrik_addon.solver.fabrik import solve_points
 
 CASES = [(n, dim) for n in (1, 2, 3, 5, 10, 25, 50) for dim in (2, 3)]
 
@@ -195,3 +196,59 @@ def test_invalid_settings_raise():
         solve_chain(joints, [1, 0, 0], max_iterations=0)
     with pytest.raises(ValueError, match="pole contains NaN"):
         solve_chain(joints, [1, 0, 0], pole=[np.nan, 0, 0])
+
+
+def _mean_bend_pole(joints):
+    """Where ``pose.fabrik_chain_add`` puts a pole: across the chain's axis, on its mean bend."""
+    axis = (joints[-1] - joints[0]) / np.linalg.norm(joints[-1] - joints[0])
+    bend = joints[1:-1].mean(axis=0) - joints[0]
+    bend -= (bend @ axis) * axis
+    return joints[0] + 0.5 * (joints[-1] - joints[0]) + 2.0 * bend / np.linalg.norm(bend)
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 10])
+def test_a_pole_on_the_chains_own_bend_moves_no_joint(n):
+    """Non-planar chains included: the pole only rolls the bend about the root-tip axis."""
+    rng = np.random.default_rng(400 + n)
+    for _ in range(100):
+        joints = random_chain(rng, n, 3)
+        pole = _mean_bend_pole(joints)
+        for result in (solve_chain(joints, joints[-1], pole=pole), solve_chain(joints, joints[-1])):
+            np.testing.assert_allclose(result.joints, joints, atol=1e-9)
+        points, _, _ = solve_points(joints.tolist(), joints[-1].tolist(), pole.tolist())
+        np.testing.assert_allclose(points, joints, atol=1e-9)
+
+
+def _planar_start(rng, n):
+    plane = np.linalg.qr(rng.normal(size=(3, 2)))[0]
+    angles = np.cumsum(np.concatenate([[rng.uniform(0, 2 * np.pi)], rng.uniform(0.1, 0.6, n - 1)]))
+    dirs = np.stack([np.cos(angles), np.sin(angles)], axis=1) @ plane.T
+    root = rng.uniform(-2, 2, 3)
+    return np.vstack([root, root + np.cumsum(rng.uniform(0.3, 1.2, n)[:, None] * dirs, axis=0)])
+
+
+def _off_plane(joints):
+    """Largest distance of a joint from the best-fit plane through the chain, over its length."""
+    centred = joints - joints.mean(axis=0)
+    return np.linalg.svd(centred)[1][-1] / lengths_of(joints).sum()
+
+
+@pytest.mark.parametrize("n", [3, 4, 6, 10])
+@pytest.mark.parametrize("with_pole", [False, True])
+def test_a_planar_start_solves_planar_wherever_the_target_is(n, with_pole):
+    """The chain is aimed at the target first, so its plane holds the target and FABRIK keeps it there;
+    the pole then rolls that plane about the root-target axis to face it."""
+    rng = np.random.default_rng(420 + n + 100 * with_pole)
+    for _ in range(60):
+        joints = _planar_start(rng, n)
+        target = reachable_target(rng, joints)
+        pole = rng.uniform(-4, 4, 3) if with_pole else None
+        for solved in (solve_chain(joints, target, pole=pole, tolerance=1e-5, max_iterations=100).joints,
+                       np.array(solve_points(joints.tolist(), target.tolist(), None if pole is None else
+                                             pole.tolist(), tolerance=1e-5, max_iterations=100)[0]),
+                       solve_chains(joints[None], target[None], poles=None if pole is None else pole[None],
+                                    tolerance=1e-5, max_iterations=100).joints[0]):
+            assert _off_plane(solved) < 1e-9
+            if pole is not None:
+                normal = np.linalg.svd(solved - solved.mean(axis=0))[2][-1]
+                assert abs((pole - solved[0]) @ normal) < 1e-6 * np.linalg.norm(pole - solved[0])
