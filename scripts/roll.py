@@ -1,3 +1,4 @@
+# mypy: disable-error-code="union-attr, attr-defined"
 """Joint roll in Blender: do bends happen about the bones' hinge axes? FABRIK IK against Blender's IK
 constraint on identical rigs and identical keyed target paths.
 
