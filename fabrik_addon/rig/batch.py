@@ -18,16 +18,16 @@ from mathutils import Quaternion
 
 from .. import adapter, diagnostics
 from ..solver import solve_chain, solve_chains, solve_two_bone
+from ..solver.orient import chains_turns
 from ..solver.rotations import (
     inverse3,
     matrices_from_quaternions,
-    matrices_from_two_vectors,
     normalized,
     quaternion_from_matrix,
     slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
-from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, unit_columns
+from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, rest_side, unit_columns
 from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
@@ -210,8 +210,8 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
 
 
 def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry]) -> None:
-    """Turn each bone by its segment's from-to rotation, blend by influence, and put the quaternion
-    channels into ``table.written`` (other rotation modes are written bone by bone)."""
+    """Turn each bone (:func:`_turns`), blend by influence, and put the quaternion channels into
+    ``table.written`` (other rotation modes are written bone by bone)."""
     for c in [c for c, entry in solved.items() if entry.invalid is not None]:
         diagnostics.record(group[c][1], 'INVALID', solved.pop(c).invalid)
     valid = sorted(solved)
@@ -228,14 +228,11 @@ def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry
     else:
         for v, r in enumerate(results):
             moved[v, :placed[v] + 1] = r.joints
-    before = np.diff(joints, axis=1)
-    after = np.diff(moved, axis=1)
-    matched = placed < n  # the tip's last segment does not turn: its orientation is set below
-    before[matched, -1] = after[matched, -1] = _Y
+    turn = _turns(group, valid, solved, vpre, joints, moved, placed)
     heads = moved[:, :n]
     influence = np.array([group[c][1].influence for c in valid])
     frames = [solved[c].inputs.target_matrix for c in valid]
-    q = _local_rotations(vpre, vparent, table.rel[vidx], before, after, heads, frames, table.base[vidx], influence)
+    q = _local_rotations(vpre, vparent, table.rel[vidx], turn, heads, frames, table.base[vidx], influence)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
     if not finite.all():  # never write a non-finite value: such chains keep their pose
         for v in np.flatnonzero(~finite):
@@ -265,17 +262,42 @@ def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry
                            result.error * part.arm.scale, result.iterations)
 
 
-def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influence) -> np.ndarray:
+def _turns(group, valid, solved: dict[int, Entry], pre, joints, moved, placed) -> np.ndarray:
+    """Each placed bone's world turn ``(C, n, 3, 3)`` (:func:`.solver.orient.chains_turns`: its segment's
+    direction and the chain's roll toward its bend or pole); identity for a tip matching its target."""
+    count, n = pre.shape[0], pre.shape[1]
+    turn = np.zeros((count, n, 3, 3))
+    turn[..., _DIAGONAL, _DIAGONAL] = 1.0
+    poles = np.full((count, 3), np.nan)
+    sides = np.empty((count, 3))
+    for v, c in enumerate(valid):
+        inputs = solved[c].inputs
+        if inputs.pole is not None:
+            poles[v] = inputs.pole
+        if inputs.placed:
+            sides[v] = rest_side(group[c][0].arm.ob, inputs.plan, inputs.placed)
+    sides = np.einsum("cij,cj->ci", normalized(pre[:, 0, :3, :3], axis=-2), sides)
+    for count_placed in np.unique(placed).tolist():
+        if not count_placed:
+            continue
+        rows = np.flatnonzero(placed == count_placed)
+        every = slice(None) if len(rows) == count else rows
+        turn[every, :count_placed] = chains_turns(joints[every, :count_placed + 1], moved[every, :count_placed + 1],
+                                                  poles[every], sides[every])
+    return turn
+
+
+_DIAGONAL = np.arange(3)
+
+
+def _local_rotations(pre, parent, rel, turn, heads, frames, base, influence) -> np.ndarray:
     """Each bone's new local rotation (wxyz, (C, n, 4)), batched in numpy.
 
-    A bone turns by the from-to rotation of its segment on top of its pose without IK (so twist and
-    offsets ride along); a tip matching its target takes the target's orientation (``frames``); the
-    local rotation follows from the full-IK parent, then blends with the pose without IK by influence,
-    in the hemisphere of the pose without IK (so channel values depend on the frame's inputs alone).
+    A bone turns by ``turn`` on top of its pose without IK (so twist and offsets ride along); a tip
+    matching its target takes the target's orientation (``frames``); the local rotation follows from
+    the full-IK parent, then blends with the pose without IK by influence, in the hemisphere of the
+    pose without IK (so channel values depend on the frame's inputs alone).
     """
-    n = rel.shape[1]
-    before, after = normalized(before), normalized(after)
-    turn = matrices_from_two_vectors(before.reshape(-1, 3), after.reshape(-1, 3)).reshape(len(pre), n, 3, 3)
     ik = pre.copy()
     ik[..., :3, :3] = turn @ pre[..., :3, :3]
     ik[..., :3, 3] = heads

@@ -12,7 +12,7 @@ import numpy as np
 from mathutils import Matrix, Vector
 
 from .. import adapter, cache
-from ..solver import ChainLimits, ConeLimit, HingeLimit
+from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
 from ..solver.rotations import matrix_from_two_vectors
 from .plan import ChainError, ChainPlan, Layout, layout
 
@@ -125,6 +125,20 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
                             np.asarray(parent))
     return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
                        chain.iterations)
+
+
+def rest_side(ob, plan: ChainPlan, placed: int) -> tuple[float, float, float]:
+    """The side the chain's placed bones bend to at rest, in the root bone's rest axes (see
+    :func:`.solver.orient.rest_side`); computed once per layout."""
+    side = plan.sides.get(placed)
+    if side is None:
+        data = ob.data.bones
+        bones = plan.bones
+        end = data[bones[placed]].head_local if placed < len(bones) else data[bones[placed - 1]].tail_local
+        rest = np.array([np.array(data[name].head_local) for name in bones[:placed]] + [np.array(end)])
+        local = orient.rest_side(rest, unit_columns(adapter.matrix_to_np(data[bones[0]].matrix_local)))
+        side = plan.sides[placed] = (float(local[0]), float(local[1]), float(local[2]))
+    return side
 
 
 def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:

@@ -27,6 +27,8 @@ class ChainPlan:
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
     references_checked: bool = False  # target and pole passed check_references under these settings
+    # Side the rest chain bends to, in its root bone's rest axes, by number of placed bones (rest data).
+    sides: dict[int, tuple[float, float, float]] = field(default_factory=dict)
 
 
 @dataclass

@@ -18,7 +18,7 @@ import numpy as np
 from mathutils import Matrix, Quaternion, Vector
 
 from .. import diagnostics
-from ..solver import solve_chain, solve_two_bone
+from ..solver import orient, solve_chain, solve_two_bone
 from ..solver.fabrik import solve_points
 from ..solver.two_bone import two_bone_points
 from .base_pose import base_rotation, write_near_base
@@ -30,6 +30,7 @@ from .inputs import (
     chain_inputs,
     parent_matrix,
     placed_count,
+    rest_side,
     unit_columns,
 )
 from .plan import ChainError, ChainPlan, check_references_once
@@ -117,7 +118,8 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
 
 
 def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: list[Vector]) -> None:
-    """Turn each bone by its segment's from-to rotation, blend by influence, write the channels.
+    """Turn each bone by its turn (:func:`.solver.orient.chain_turns`: the segment's direction and the
+    chain's roll toward its bend or pole), blend by influence, write the channels.
 
     The same rules as :func:`.batch._local_rotations`: offsets and twist ride along with the turn,
     a tip matching its target takes the target's orientation, the channels stay in the hemisphere of
@@ -127,6 +129,12 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
     influence = inputs.chain.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
+    placed = inputs.placed
+    turns = []
+    if placed:
+        side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
+        turns = orient.chain_turns_floats(joints[:placed + 1], solved, None if inputs.pole is None else inputs.pole,
+                                          side)
     rotations = []
     above = pose.parent
     last = len(plan.idx) - 1
@@ -135,8 +143,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
         if frame is not None and k == last:
             rotation = Matrix(frame.tolist())
         else:
-            before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
-            rotation = before.rotation_difference(after).to_matrix() @ m.to_3x3().normalized()
+            rotation = Matrix(turns[k]) @ m.to_3x3().normalized()
         ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
         q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
         start = pose.base[k]

@@ -90,18 +90,22 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
                 if c.match_target_rotation}
 
     new: dict[str, np.ndarray] = {}
+    turns: dict[str, np.ndarray] = {}  # each bone's world turn from its pose without IK
     for k, name in enumerate(names):
         above = top_parent if k == 0 else new[data[k].parent.name]
         eb = ev_bones[k]
         head = (above @ rel[k] @ np.array([*eb.location, 1.0]))[:3]
         m = pre[name].copy()
         m[:3, 3] = head
+        turn = np.eye(3) if k == 0 or data[k].parent.name not in turns else turns[data[k].parent.name]
         if name in matching:
             m[:3, :3] = unit_columns(matching[name]) * np.linalg.norm(pre[name][:3, :3], axis=0)
         elif children_of[k]:
             before = np.array([joints[j] - pre[name][:3, 3] for j in children_of[k]])
             after = np.array([solved[j] - head for j in children_of[k]])
-            m[:3, :3] = _best_turn(before, after, pull[children_of[k]]) @ pre[name][:3, :3]
+            turn = _best_turn(before, after, pull[children_of[k]], turn)
+            m[:3, :3] = turn @ pre[name][:3, :3]
+        turns[name] = turn
         q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
         if influence[name] < 1.0:
             q = base[k].slerp(q, influence[name])
@@ -157,12 +161,18 @@ def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> di
     return {"limits": limit_of, "frames": frames, "rest_offsets": offsets, "base_frame": unit_columns(top_parent)}
 
 
-def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Rotation taking the ``before`` offsets onto the ``after`` offsets: exact for one, best fit for more."""
+def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray, parent_turn: np.ndarray) -> np.ndarray:
+    """Rotation taking the ``before`` offsets onto the ``after`` offsets: exact for one, best fit for more.
+
+    One offset leaves the roll free: the bone takes its parent's turn and then the least swing onto its
+    new direction (parallel transport, as :func:`.solver.orient.chain_turns` does down a chain), so it
+    twists relative to its parent by no more than its direction demands.
+    """
     a = before / np.linalg.norm(before, axis=1)[:, None]
     b = after / np.linalg.norm(after, axis=1)[:, None]
     if len(a) == 1:
-        return matrix_from_two_vectors(a[0], b[0])
+        carried = parent_turn @ a[0]
+        return matrix_from_two_vectors(carried / np.linalg.norm(carried), b[0]) @ parent_turn
     # Weighted Kabsch: the rotation minimising sum(w * |R a - b|^2).
     u, _, vt = np.linalg.svd((a * weights[:, None]).T @ b)
     d = np.sign(np.linalg.det(vt.T @ u.T))
