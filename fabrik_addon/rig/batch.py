@@ -22,6 +22,7 @@ from ..solver.orient import chains_turns
 from ..solver.rotations import (
     inverse3,
     matrices_from_quaternions,
+    matrices_from_two_vectors,
     normalized,
     quaternion_from_matrix,
     slerp_quaternions,
@@ -277,13 +278,19 @@ def _turns(group, valid, solved: dict[int, Entry], pre, joints, moved, placed) -
         if inputs.placed:
             sides[v] = rest_side(group[c][0].arm.ob, inputs.plan, inputs.placed)
     sides = np.einsum("cij,cj->ci", normalized(pre[:, 0, :3, :3], axis=-2), sides)
+    limited = np.array([solved[c].inputs.limits is not None for c in valid])
     for count_placed in np.unique(placed).tolist():
         if not count_placed:
             continue
-        rows = np.flatnonzero(placed == count_placed)
-        every = slice(None) if len(rows) == count else rows
-        turn[every, :count_placed] = chains_turns(joints[every, :count_placed + 1], moved[every, :count_placed + 1],
-                                                  poles[every], sides[every])
+        rows = np.flatnonzero((placed == count_placed) & ~limited)
+        if len(rows):
+            every = slice(None) if len(rows) == count else rows
+            turn[every, :count_placed] = chains_turns(joints[every, :count_placed + 1],
+                                                      moved[every, :count_placed + 1], poles[every], sides[every])
+    for v in np.flatnonzero(limited):  # as the frames the limits were measured in: no roll
+        p = placed[v]
+        before, after = normalized(np.diff(joints[v, :p + 1], axis=0)), normalized(np.diff(moved[v, :p + 1], axis=0))
+        turn[v, :p] = matrices_from_two_vectors(before, after)
     return turn
 
 

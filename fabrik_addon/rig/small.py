@@ -131,7 +131,9 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
     turns = []
-    if placed:
+    if placed and inputs.limits is not None:  # as the frames the limits were measured in
+        turns = orient.segment_turns_floats(joints[:placed + 1], solved)
+    elif placed:
         side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
         turns = orient.chain_turns_floats(joints[:placed + 1], solved, None if inputs.pole is None else inputs.pole,
                                           side)

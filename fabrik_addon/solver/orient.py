@@ -237,6 +237,16 @@ def chain_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequen
     return out
 
 
+def segment_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]]) -> list[Rows]:
+    """Each bone's smallest turn from its start segment direction onto its solved one, no roll: the
+    frames joint limits are measured in (:meth:`.limits.LimitFrames.bone_frame`) turn so."""
+    out = []
+    for i in range(len(before) - 1):
+        b, a = _sub(before[i + 1], before[i]), _sub(after[i + 1], after[i])
+        out.append(_turn_rows(_scale(b, 1.0 / _norm(b)), _scale(a, 1.0 / _norm(a))))
+    return out
+
+
 def _sub(a: Sequence[float], b: Sequence[float]) -> Point:
     return float(a[0]) - float(b[0]), float(a[1]) - float(b[1]), float(a[2]) - float(b[2])
 
