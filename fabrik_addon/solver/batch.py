@@ -56,7 +56,7 @@ def solve_chains(
     check_settings(tolerance, max_iterations, min_improvement)
     lengths = bone_lengths(start)
     prep = prepare(start, tgt, pole, lengths)
-    if count < SCALAR_BELOW + n1 - 1:
+    if count < SCALAR_BELOW + n1 - 1 or n1 == 3:  # two bones: the analytic pose (see run_fabrik)
         # A numpy call costs ~1 us whatever its size; below this many chains, the plain-float loop, one
         # chain at a time, is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
         dirs = prep.dirs

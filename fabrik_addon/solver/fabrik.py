@@ -113,11 +113,32 @@ def run_fabrik(
     """The iteration loop on a prepared 3D chain; returns (joints, error, iterations)."""
     if unreachable and limits is None:
         return straight_toward(joints[0], target, lengths), math.dist(joints[0], target) - float(lengths.sum()), 0
+    if limits is None and len(lengths) == 2:
+        error = math.dist(joints[2], target)
+        if error <= tolerance and pole is None:
+            return joints, error, 0
+        return _two_bones(joints, target, pole, lengths)
     (xs, ys, zs), error, iterations = iterate(
         joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(), lengths.tolist(),
         (float(target[0]), float(target[1]), float(target[2])), pole, dirs, tolerance, max_iterations,
         min_improvement, limits)
     return np.array([xs, ys, zs]).T, error, iterations
+
+
+def _two_bones(joints: np.ndarray, target: np.ndarray, pole: np.ndarray | Sequence[float] | None,
+               lengths: np.ndarray | Sequence[float]) -> tuple[np.ndarray, float, int]:
+    """Two bones without limits: the pose FABRIK converges to, at once.
+
+    Tilted into the target's plane (:func:`.prepare.aim_at_targets`), a two-bone chain solves within
+    it, its middle joint on the side it started on (or rolled to the pole): the analytic pose. Where
+    the tilt leaves the middle joint on the root-target line, FABRIK could never leave that line, and
+    near it it crawls; the analytic pose has neither trouble.
+    """
+    from .two_bone import two_bone_points  # two_bone builds on this module
+
+    points = two_bone_points(joints.tolist(), [float(c) for c in target],
+                             None if pole is None else [float(c) for c in pole], float(lengths[0]), float(lengths[1]))
+    return np.array(points), math.dist(points[2], target), 1
 
 
 def solve_points(
@@ -173,6 +194,14 @@ def solve_points(
         pole = (float(pole[0]), float(pole[1]), float(pole[2]))
         if not math.isfinite(sum(pole)):
             raise ValueError("pole contains NaN or infinity")
+    if n == 2:  # as run_fabrik does
+        error = math.dist((xs[2], ys[2], zs[2]), (tx, ty, tz))
+        if error <= tolerance and pole is None:
+            return list(zip(xs, ys, zs)), error, 0
+        from .two_bone import two_bone_points  # two_bone builds on this module
+
+        points = two_bone_points(list(zip(xs, ys, zs)), (tx, ty, tz), pole, lengths[0], lengths[1])
+        return points, math.dist(points[2], (tx, ty, tz)), 1
     (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
                                               int(max_iterations), min_improvement, None)
     return list(zip(xs, ys, zs)), error, iterations

@@ -1,0 +1,148 @@
+"""Joint roll in real Blender: bends about the bones' hinge axes, poles that move nothing, keyed twist."""
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Quaternion
+from rigs import add_chain, armature, empty
+
+MODES = ['QUATERNION', 'XYZ', 'ZXY', 'AXIS_ANGLE']
+
+
+def planar_chain(name: str, count: int):
+    """A chain up +Z curving toward +Y in the YZ plane, roll 0: every bone's local X is world X."""
+    bones, head = [], (0.0, 0.0, 0.0)
+    angles = np.linspace(0.0, 0.5, count)
+    for i in range(count):
+        step = 2.0 / count
+        tail = (0.0, head[1] + step * math.sin(angles[i]), head[2] + step * math.cos(angles[i]))
+        bones.append((f"b{i}", head, tail, f"b{i - 1}" if i else None, i > 0, 0.0))
+        head = tail
+    return armature(name, bones)
+
+
+def relative_rotations(ob, names):
+    """Each child's pose rotation relative to its parent, rest offset removed (what a hinge turns)."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    out = []
+    for parent, child in zip(names, names[1:]):
+        p, c = ev.pose.bones[parent], ev.pose.bones[child]
+        rest = p.bone.matrix_local.inverted() @ c.bone.matrix_local
+        out.append(((p.matrix @ rest).inverted() @ c.matrix).to_quaternion())
+    return out
+
+
+def off_x(q) -> float:
+    """Degrees between rotation ``q`` and the nearest pure turn about local X."""
+    return math.degrees(2.0 * math.asin(min(1.0, math.hypot(q.y, q.z) / q.magnitude)))
+
+
+def world_joints(ob, names):
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array([list(ob.matrix_world @ ev.pose.bones[n].head) for n in names]
+                    + [list(ob.matrix_world @ ev.pose.bones[names[-1]].tail)])
+
+
+SWEEPS = {
+    "mild": lambda t: (0.6 * math.sin(t), 0.5 + 0.3 * math.cos(t), 1.4 + 0.2 * math.sin(2 * t)),
+    "wide": lambda t: (1.2 * math.sin(t), 1.2 * math.cos(t), 0.8 + 0.6 * math.sin(3 * t)),
+    "behind": lambda t: (0.9 * math.cos(t), -0.7, 1.0 + 0.4 * math.sin(t)),
+}
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("bones", [2, 4])
+@pytest.mark.parametrize("sweep", list(SWEEPS))
+def test_a_planar_chain_with_a_pole_bends_about_its_hinge_axes(bones, sweep):
+    """Planar rest chain, pole: every child turns relative to its parent about its local X alone
+    (within 1 degree; Blender's IK: 0), the chain rolling as a whole to face the pole."""
+    ob = planar_chain("Arm", bones)
+    names = [f"b{i}" for i in range(bones)]
+    target = empty("Target")
+    pole = empty("Pole")
+    solvers = ['TWO_BONE', 'FABRIK'] if bones == 2 else ['FABRIK']
+    for solver in solvers:
+        ob.fabrik.chains.clear()
+        add_chain(ob, names[-1], bones, target, pole=pole, solver=solver)
+        for k in range(24):
+            t = 2.0 * math.pi * k / 24
+            target.location = SWEEPS[sweep](t)
+            pole.location = (2.0 * math.sin(0.5 * t), 2.0 * math.cos(0.5 * t), 0.8)
+            bpy.context.view_layer.update()
+            joints = world_joints(ob, names)
+            assert np.linalg.norm(joints[-1] - np.array(target.location)) < 1e-3, (solver, k, joints)
+            for q in relative_rotations(ob, names):
+                assert off_x(q) <= 1.0, (solver, k, off_x(q))
+            # The bend faces the pole: the mean interior joint is on the pole's side of the root-tip line.
+            axis = (joints[-1] - joints[0]) / np.linalg.norm(joints[-1] - joints[0])
+            bend = joints[1:-1].mean(axis=0) - joints[0]
+            side = np.array(pole.location) - joints[0]
+            assert (bend - (bend @ axis) * axis) @ (side - (side @ axis) * axis) > 0.0
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("mode", MODES)
+def test_hinge_bends_hold_in_every_rotation_mode(mode):
+    ob = planar_chain("Arm", 3)
+    names = ["b0", "b1", "b2"]
+    for pb in ob.pose.bones:
+        pb.rotation_mode = mode
+    target, pole = empty("Target", (0.5, 0.6, 1.2)), empty("Pole", (1.5, 1.0, 0.5))
+    add_chain(ob, "b2", 3, target, pole=pole)
+    for point in [(0.5, 0.6, 1.2), (-0.8, 0.2, 1.0), (0.3, -0.9, 0.7)]:
+        target.location = point
+        bpy.context.view_layer.update()
+        assert np.linalg.norm(world_joints(ob, names)[-1] - np.array(point)) < 1e-3
+        assert max(off_x(q) for q in relative_rotations(ob, names)) <= 1.0
+
+
+@pytest.mark.parametrize("bones", [3, 4, 10])
+def test_adding_a_pole_with_the_operator_moves_no_joint(bones):
+    """Non-planar chains too: the pole rolls the chain's bend about the root-target axis, and the
+    operator puts it on the bend it has."""
+    rng = np.random.default_rng(90 + bones)
+    spec, head = [], np.zeros(3)
+    for i in range(bones):
+        d = np.array([0.0, 0.0, 1.0]) + rng.normal(size=3) * 0.5
+        tail = head + d / np.linalg.norm(d) * (2.0 / bones)
+        spec.append((f"b{i}", tuple(head), tuple(tail), f"b{i - 1}" if i else None, i > 0, float(rng.uniform(-1, 1))))
+        head = tail
+    ob = armature("Chain", spec)
+    names = [f"b{i}" for i in range(bones)]
+    ob.pose.bones["b1"].rotation_quaternion = Quaternion((1.0, 0.0, 0.0), 0.4)  # a posed start
+    bpy.context.view_layer.update()
+    before = world_joints(ob, names)
+    ob.select_set(True)
+    bpy.ops.object.mode_set(mode='POSE')
+    ob.data.bones.active = ob.data.bones[names[-1]]
+    assert bpy.ops.pose.fabrik_chain_add(chain_length=bones, create_target=True, create_pole=True) == {'FINISHED'}
+    assert ob.fabrik.chains[0].pole is not None
+    bpy.context.view_layer.update()
+    assert np.abs(world_joints(ob, names) - before).max() <= 1e-5
+    assert ob.fabrik.chains[0].status == 'REACHED'
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("bones", [2, 3])
+def test_keyed_twist_about_a_bones_own_axis_still_shows(bones):
+    """A rotation the animator keyed about a bone's own axis rides on top of what IK sets."""
+    names = [f"b{i}" for i in range(bones)]
+    target, pole = empty("Target", (0.6, 0.5, 1.3)), empty("Pole", (1.0, 2.0, 0.5))
+
+    def solved_rotations(twist: float):
+        ob = planar_chain(f"Arm{twist}", bones)
+        ob.pose.bones[names[-1]].rotation_quaternion = Quaternion((0.0, 1.0, 0.0), twist)
+        ob.pose.bones[names[-1]].keyframe_insert("rotation_quaternion", frame=1)
+        add_chain(ob, names[-1], bones, target, pole=pole)
+        bpy.context.scene.frame_set(1)
+        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        return [ev.pose.bones[n].matrix.to_quaternion() for n in names]
+
+    plain, twisted = solved_rotations(0.0), solved_rotations(0.7)
+    for a, b in zip(plain[:-1], twisted[:-1]):
+        assert a.rotation_difference(b).angle < 1e-4
+    # The tip's solved orientation, then its keyed twist about its own Y axis.
+    expected = plain[-1] @ Quaternion((0.0, 1.0, 0.0), 0.7)
+    assert expected.rotation_difference(twisted[-1]).angle < 1e-4
