@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .analytic import two_bone_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
 from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, aim_points, prepare, straight_toward
@@ -134,8 +135,6 @@ def _two_bones(joints: np.ndarray, target: np.ndarray, pole: np.ndarray | Sequen
     the tilt leaves the middle joint on the root-target line, FABRIK could never leave that line, and
     near it it crawls; the analytic pose has neither trouble.
     """
-    from .two_bone import two_bone_points  # two_bone builds on this module
-
     points = two_bone_points(joints.tolist(), [float(c) for c in target],
                              None if pole is None else [float(c) for c in pole], float(lengths[0]), float(lengths[1]))
     return np.array(points), math.dist(points[2], target), 1
@@ -198,8 +197,6 @@ def solve_points(
         error = math.dist((xs[2], ys[2], zs[2]), (tx, ty, tz))
         if error <= tolerance and pole is None:
             return list(zip(xs, ys, zs)), error, 0
-        from .two_bone import two_bone_points  # two_bone builds on this module
-
         points = two_bone_points(list(zip(xs, ys, zs)), (tx, ty, tz), pole, lengths[0], lengths[1])
         return points, math.dist(points[2], (tx, ty, tz)), 1
     (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
