@@ -109,10 +109,21 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
     poses = {i: [world @ ev.pose.bones[name].matrix for name in names] for i, names in bones.items()}
     tails = {i: world @ ev.pose.bones[names[-1]].tail for i, names in bones.items()}
     sides = {i: np.array(poses[i][0].col[2][:3]) for i in bones}
-    for i, influence in saved.items():
-        if chains[i].influence != influence:
-            chains[i].influence = influence
+    # The armature keeps showing the FK pose while targets and poles are placed: solving it toward
+    # half-placed targets would only cost time (a tree misses one target until both are placed).
+    with handlers.suspended([ob.name]):
+        for i, influence in saved.items():
+            if chains[i].influence != influence:
+                chains[i].influence = influence
+        _place_all(context, ob, bones, poses, tails, sides, world, keyframe, result)
+    handlers.request_solve()
+    return result
 
+
+def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dict, sides: dict, world: Matrix,
+               keyframe: bool, result: SnapResult) -> None:
+    """Put each chain's target on its FK tip and its pole on its FK bend (world matrices ``poses``)."""
+    chains = ob.fabrik.chains
     frame = context.scene.frame_current
     for i, names in bones.items():
         chain = chains[i]
@@ -142,8 +153,6 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
             if keyframe:
                 _key_transform(chain.pole, chain.pole_bone, False, frame)
         result.snapped.append(chain.name)
-    handlers.request_solve()
-    return result
 
 
 def _reference_problem(ob, chain, bones: list[str]) -> str:
@@ -166,7 +175,8 @@ def _reference_problem(ob, chain, bones: list[str]) -> str:
 
 
 def _scale(world: Matrix) -> float:
-    return sum(world.to_scale()) / 3.0
+    x, y, z = world.to_scale()
+    return (x + y + z) / 3.0
 
 
 def _label(thing, bone_name: str) -> str:

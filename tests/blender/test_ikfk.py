@@ -111,8 +111,8 @@ def tree_rig(offset=6) -> Rig:
     ]
     ob = armature("Torso", bones)
     set_modes(ob, offset)
-    left = add_chain(ob, "armL1", 4, empty("HandL", (1.6, 0.1, 2.0)))
-    right = add_chain(ob, "armR1", 4, empty("HandR", (-1.6, 0.1, 2.0)))
+    left = add_chain(ob, "armL1", 4, empty("HandL", (1.6, 0.1, 2.0)), iterations=10)
+    right = add_chain(ob, "armR1", 4, empty("HandR", (-1.6, 0.1, 2.0)), iterations=10)
     posers = {name: free(0.6) for name in ("spine0", "spine1", "armL0", "armL1", "armR0", "armR1")}
     return Rig(ob, [left, right], posers, 3.6)
 
@@ -227,7 +227,7 @@ def test_snap_fk_to_ik_then_switching_to_fk_moves_nothing(name, keyed):
     rng = np.random.default_rng(61)
     scene = bpy.context.scene
     worst = 0.0
-    for k in range(30):
+    for k in range(20):
         rig.ob.animation_data_clear()
         for chain in rig.chains:
             chain.enabled, chain.influence = True, 1.0
