@@ -16,7 +16,9 @@ from bpy.app.translations import pgettext_rpt as rpt_
 from bpy.props import BoolProperty
 from mathutils import Matrix, Vector
 
-from . import adapter, compat, handlers, pole, rig
+from . import adapter, compat, handlers, pole
+from .rig.base_pose import capture_base
+from .rig.plan import ChainError, chain_bones, check_references
 
 # A target or pole counts as placed when its evaluated transform is this close (fraction of the chain's
 # length; radians for the target's orientation) to the one asked for. Locations are float32: ~1e-7.
@@ -41,8 +43,8 @@ def snap_group(ob, index: int) -> list[int]:
     bones = {}
     for i, chain in enumerate(ob.fabrik.chains):
         try:
-            bones[i] = set(rig.chain_bones(ob, chain))
-        except rig.ChainError:
+            bones[i] = set(chain_bones(ob, chain))
+        except ChainError:
             continue
     group, grown = {index}, True
     while grown:
@@ -64,8 +66,8 @@ def _bones_of(ob, indices: list[int], result: SnapResult) -> dict[int, list[str]
     for i in indices:
         chain = ob.fabrik.chains[i]
         try:
-            found[i] = rig.chain_bones(ob, chain)
-        except rig.ChainError as error:
+            found[i] = chain_bones(ob, chain)
+        except ChainError as error:
             result.errors.append(rpt_("Chain '{}': {}").format(chain.name, str(error)))
     return found
 
@@ -102,7 +104,7 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
                 chain.influence = 0.0
         else:
             for name in names:
-                rig.capture_base(ob.pose.bones[name])
+                capture_base(ob.pose.bones[name])
     depsgraph = context.evaluated_depsgraph_get()
     ev = ob.evaluated_get(depsgraph)
     world = ev.matrix_world.copy()
@@ -160,8 +162,8 @@ def _reference_problem(ob, chain, bones: list[str]) -> str:
     if chain.target is None:
         return rpt_("Chain '{}' has no target").format(chain.name)
     try:
-        rig.check_references(ob, chain, bones)
-    except rig.ChainError as error:
+        check_references(ob, chain, bones)
+    except ChainError as error:
         return rpt_("Chain '{}': {}").format(chain.name, str(error))
     for thing, bone_name in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
         if thing is None:
@@ -274,7 +276,7 @@ def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool
                     continue
                 done.add(name)
                 pb = ob.pose.bones[name]
-                rig.capture_base(pb)
+                capture_base(pb)
                 path = adapter.rotation_path(pb.rotation_mode)
                 if keyframe:
                     pb.keyframe_insert(path, frame=frame, group=name)
