@@ -253,8 +253,8 @@ def test_snap_fk_to_ik_then_switching_to_fk_moves_nothing(name, keyed):
 # --- keyed switch -----------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["arm with pole", "tentacle with cones"])
-def test_a_keyed_switch_from_ik_to_fk_plays_back_without_a_jump(name):
-    """The target moves steadily; at frame 10 the chain is snapped to FK and switched, keyed."""
+def test_a_keyed_switch_from_ik_to_fk_and_back_plays_without_a_jump(name):
+    """The target moves steadily; at frame 10 the chain is snapped to FK and switched, keyed; at 15 back."""
     rig = RIGS[name]()
     pose_mode(rig.ob)
     scene = bpy.context.scene
@@ -262,7 +262,7 @@ def test_a_keyed_switch_from_ik_to_fk_plays_back_without_a_jump(name):
     target = chain.target
     start = np.array(target.location)
     key_path(target, [tuple(start + (-0.3, 0.2, -0.6)), tuple(start + (0.3, -0.2, -0.3))], [1, 20])
-    for fcurve in target.animation_data.action.fcurves if hasattr(target.animation_data.action, "fcurves") else []:
+    for fcurve in fcurves(target):
         for point in fcurve.keyframe_points:
             point.interpolation = 'LINEAR'
     scene.frame_set(10)
@@ -279,6 +279,19 @@ def test_a_keyed_switch_from_ik_to_fk_plays_back_without_a_jump(name):
     assert chain.influence == 1.0
     scene.frame_set(10)
     assert chain.influence == 0.0
+
+    # And back at frame 15: the target keyed onto the FK pose, influence keyed 0 -> 1 over frame 14 -> 15.
+    scene.frame_set(15)
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk(keyframe=True) == {'FINISHED'}
+    chain.keyframe_insert("influence", frame=14)
+    chain.influence = 1.0
+    chain.keyframe_insert("influence", frame=15)
+    played = []
+    for frame in (13, 14, 15, 16):
+        scene.frame_set(frame)
+        played.append(joints(rig.ob))
+    assert largest_move(played[1], played[2]) <= IK_TO_FK * rig.length  # FK at 14, IK at 15: the same pose
+    assert chain.influence == 1.0
 
 
 # --- operators --------------------------------------------------------------------------------------------------
@@ -362,7 +375,7 @@ def fcurves(ob):
     return list(compat.animated_fcurves(ob))
 
 
-def test_snap_fk_to_ik_keeps_the_chain_on_when_asked_and_undo_takes_it_back():
+def test_snap_fk_to_ik_keeps_the_chain_on_when_asked():
     rig = tentacle_rig()
     chain = rig.chains[0]
     pose_mode(rig.ob)
@@ -387,3 +400,33 @@ def test_snap_fk_to_ik_of_a_chain_at_influence_0_takes_the_full_ik_pose():
     assert largest_move(ik, fk) > 0.1
     assert bpy.ops.pose.fabrik_snap_fk_to_ik() == {'FINISHED'}
     assert largest_move(ik, joints(rig.ob)) <= FK_TO_IK
+
+
+def test_undo_takes_either_snap_back():
+    """As the UI does it: an undo step before and one after each snap (scripts' operator calls push none)."""
+    rig = arm_rig()
+    bpy.ops.ed.undo_push(message="built")
+    chain = rig.chains[0]
+    chain.target.location = (0.8, 0.6, 1.2)
+    pose_mode(rig.ob)
+    bpy.context.view_layer.update()
+    bpy.ops.ed.undo_push(message="posed")
+    base = [tuple(pb.fabrik_base.rotation) for pb in rig.ob.pose.bones]
+    assert bpy.ops.pose.fabrik_snap_fk_to_ik() == {'FINISHED'}
+    assert chain.influence == 0.0
+    bpy.ops.ed.undo_push(message="Snap FK to IK")
+    assert bpy.ops.ed.undo() == {'FINISHED'}
+    ob = bpy.data.objects["Arm"]
+    assert ob.fabrik.chains[0].influence == 1.0
+    np.testing.assert_allclose([tuple(pb.fabrik_base.rotation) for pb in ob.pose.bones], base, atol=1e-7)
+
+    chain = ob.fabrik.chains[0]
+    chain.enabled = False
+    bpy.context.view_layer.update()
+    bpy.ops.ed.undo_push(message="FK")
+    before = tuple(chain.target.location)
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+    assert np.linalg.norm(np.array(chain.target.location) - before) > 0.1
+    bpy.ops.ed.undo_push(message="Snap IK to FK")
+    assert bpy.ops.ed.undo() == {'FINISHED'}
+    np.testing.assert_allclose(tuple(bpy.data.objects["ArmTarget"].location), before, atol=1e-7)
