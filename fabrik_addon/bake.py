@@ -149,7 +149,7 @@ def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_to
             # angle * reach, so keys are dropped while every bone stays within its angular share.
             budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
-        path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        path = adapter.rotation_data_path(name, mode)
         for index in range(track.shape[1]):
             fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, name)
             points = fcurve.keyframe_points
