@@ -323,10 +323,13 @@ def _key_switch(ob, chain, path: str, frame: int) -> None:
 
 
 def _is_animated(thing, bone_name: str) -> bool:
-    owner = thing.pose.bones[bone_name] if thing.type == 'ARMATURE' and bone_name else thing
-    prefix = owner.path_from_id("") if owner is not thing else ""
+    """Whether the object's (or its pose bone's) location or rotation has F-curves in its action."""
     transform = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle")
-    paths = {f"{prefix}.{name}" if prefix else name for name in transform}
+    if thing.type == 'ARMATURE' and bone_name:
+        pb = thing.pose.bones[bone_name]
+        paths = {pb.path_from_id(name) for name in transform}
+    else:
+        paths = set(transform)
     return any(fcurve.data_path in paths for fcurve in compat.animated_fcurves(thing))
 
 
