@@ -472,3 +472,27 @@ def test_snap_ik_to_fk_moves_a_target_bone_of_the_same_armature():
         assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}  # ... and the control bone follows it
         chain.influence = 1.0
         assert largest_move(fk, joints(ob)) <= IK_TO_FK * 2.0
+
+
+def test_snap_fk_to_ik_switches_a_chain_off_when_its_influence_is_keyed_and_keying_is_off():
+    rig = arm_rig()
+    chain = rig.chains[0]
+    chain.keyframe_insert("influence", frame=1)
+    chain.target.location = (0.8, 0.6, 1.2)
+    pose_mode(rig.ob)
+    ik = joints(rig.ob)
+    result = snap.snap_fk_to_ik(bpy.context, rig.ob, [0], keyframe=False, disable=True)
+    assert result.snapped == ["b1"] and "switched off instead" in result.warnings[0]
+    assert not chain.enabled and chain.influence == 1.0
+    assert largest_move(ik, joints(rig.ob)) <= FK_TO_IK
+    bpy.context.scene.frame_set(2)  # unkeyed bones: their stored pose without IK is the IK pose now
+    assert largest_move(ik, joints(rig.ob)) <= FK_TO_IK
+
+
+def test_snap_fk_to_ik_refuses_a_rig_switched_off():
+    rig = arm_rig()
+    rig.ob.fabrik.enabled = False
+    pose_mode(rig.ob)
+    with pytest.raises(RuntimeError, match="switched off"):
+        bpy.ops.pose.fabrik_snap_fk_to_ik()
+    assert rig.chains[0].influence == 1.0
