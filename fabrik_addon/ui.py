@@ -54,9 +54,10 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
         col.separator()
         col.prop(chain, "iterations")
         col.prop(chain, "tolerance")
-        col.prop(chain, "influence")
         col.prop(chain, "weight")
         col.prop(chain, "match_target_rotation")
+
+        draw_ikfk(layout, chain)
 
         box = layout.box()
         if chain.status == 'INVALID':
@@ -88,3 +89,13 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
                 row = box.row(align=True)
                 row.prop(limit, "hinge_min")
                 row.prop(limit, "hinge_max")
+
+
+def draw_ikfk(layout, chain) -> None:
+    """The IK/FK row of the active chain: the switch (influence, keyable) and the two snaps."""
+    col = layout.column(align=True)
+    col.label(text="IK/FK", icon='CON_KINEMATIC')
+    col.prop(chain, "influence", text="IK <-> FK", slider=True)
+    row = col.row(align=True)
+    row.operator("pose.fabrik_snap_ik_to_fk", text="IK to FK")
+    row.operator("pose.fabrik_snap_fk_to_ik", text="FK to IK")
