@@ -197,9 +197,6 @@ def test_snap_ik_to_fk_then_switching_to_ik_moves_nothing(name):
     assert worst <= IK_TO_FK
 
 
-@pytest.mark.xfail(reason="issue 13: today an N-bone pole swings each joint toward it, so no pole position "
-                          "keeps a zig-zag or non-planar pose (0.15 and 0.044 chain lengths here); remove this "
-                          "marker once a pole on the bend moves nothing", strict=True)
 @pytest.mark.parametrize("make", [lambda: leg_rig(pole=True), lambda: tentacle_rig(pole=True)],
                          ids=["4-bone hinged leg", "7-bone tentacle"])
 def test_snap_ik_to_fk_places_an_n_bone_pole_on_the_bend(make):
