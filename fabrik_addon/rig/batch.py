@@ -196,7 +196,8 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
                                 limits=inputs.limits, max_iterations=inputs.iterations)
-                entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
+                entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached,
+                                           result.frames)
             else:
                 entry.target = target
                 entry.pole = None if pole is None else pole.to_tuple()
@@ -284,10 +285,14 @@ def _turns(group, valid, solved: dict[int, Entry], pre, joints, moved, placed) -
             every = slice(None) if len(rows) == count else rows
             turn[every, :count_placed] = chains_turns(joints[every, :count_placed + 1],
                                                       moved[every, :count_placed + 1], poles[every], sides[every])
-    for v in np.flatnonzero(limited):  # as the frames the limits were measured in: no roll
+    for v in np.flatnonzero(limited):  # as the frames the limits were measured in (hinges: about X alone)
         p = placed[v]
-        before, after = normalized(np.diff(joints[v, :p + 1], axis=0)), normalized(np.diff(moved[v, :p + 1], axis=0))
-        turn[v, :p] = matrices_from_two_vectors(before, after)
+        inputs, result = solved[valid[v]].inputs, solved[valid[v]].result
+        if result.frames is not None and inputs.limits.frames is not None:
+            turn[v, :p] = result.frames @ np.swapaxes(inputs.limits.frames, 1, 2)
+        else:
+            before = normalized(np.diff(joints[v, :p + 1], axis=0))
+            turn[v, :p] = matrices_from_two_vectors(before, normalized(np.diff(moved[v, :p + 1], axis=0)))
     return turn
 
 

@@ -90,6 +90,7 @@ class ChainResult:
     error: float  # tip-to-target distance, armature space
     iterations: int
     reached: bool
+    frames: Any = None  # with limits: the solved bone frames (N, 3, 3) the limits were measured in
 
 
 def placed_count(chain, bones: int) -> int:

@@ -90,7 +90,7 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     result = _solve_points(inputs, segments)
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
-    _write(arm, inputs, pose, result.joints)
+    _write(arm, inputs, pose, result)
     diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "", result.error * arm.scale,
                        result.iterations)
 
@@ -105,6 +105,7 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
         result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
                         tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits)
         solved, error, iterations = [Vector(p) for p in result.joints], result.error, result.iterations
+        return ChainResult(solved, error, iterations, error <= tolerance, result.frames)
     elif chain.solver == 'TWO_BONE':
         points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
                                  segments[1])
@@ -117,7 +118,7 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
-def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: list[Vector]) -> None:
+def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult) -> None:
     """Turn each bone by its turn (:func:`.solver.orient.chain_turns`: the segment's direction and the
     chain's roll toward its bend or pole), blend by influence, write the channels.
 
@@ -131,7 +132,11 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
     turns = []
-    if placed and inputs.limits is not None:  # as the frames the limits were measured in
+    solved = result.joints
+    if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
+        # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
+        turns = [(result.frames[k] @ inputs.limits.frames[k].T).tolist() for k in range(placed)]
+    elif placed and inputs.limits is not None:
         turns = orient.segment_turns_floats(joints[:placed + 1], solved)
     elif placed:
         side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))

@@ -94,9 +94,9 @@ def solve_chain(
             min_improvement)
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
-    else:
-        out, error, iterations = run_limited(prep.joints[0], *args, resolved)
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+        return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+    out, error, iterations = run_limited(prep.joints[0], *args, resolved)
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, resolved.frames_of(out))
 
 
 def run_fabrik(
@@ -464,13 +464,20 @@ def backward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[
 
 def forward_limited(xs: list[float], ys: list[float], zs: list[float], L: list[float], dirs: np.ndarray,
                     limits: ResolvedLimits, tiny: float) -> None:
-    """Root-to-tip pass that keeps every bone inside its limit, carrying bone frames along."""
+    """Root-to-tip pass that keeps every bone inside its limit, carrying bone frames along (a bone above a
+    hinge rolls toward where its child points next: :meth:`.ResolvedLimits.frame_for`)."""
     parent = limits.base_frame
-    for i in range(len(L)):
+    n = len(L)
+    for i in range(n):
         d = np.array([xs[i + 1] - xs[i], ys[i + 1] - ys[i], zs[i + 1] - zs[i]])
         norm = math.sqrt(float(d @ d))
         d = d / norm if norm > tiny else dirs[i]
         d = limits.constrain(parent, i, d)
         step = d * L[i]
         xs[i + 1], ys[i + 1], zs[i + 1] = xs[i] + float(step[0]), ys[i] + float(step[1]), zs[i] + float(step[2])
-        parent = limits.bone_frame(i, d)
+        child = None
+        if i + 1 < n and limits.rolls(i):
+            c = np.array([xs[i + 2] - xs[i + 1], ys[i + 2] - ys[i + 1], zs[i + 2] - zs[i + 1]])
+            norm = math.sqrt(float(c @ c))
+            child = c / norm if norm > tiny else dirs[i + 1]
+        parent = limits.frame_for(parent, i, d, child)

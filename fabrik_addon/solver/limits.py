@@ -267,21 +267,122 @@ class LimitFrames:
         return d / math.sqrt(float(d @ d))
 
 
+# Below this sideways offset of a hinge's child from its parent's axis (sine of the angle), the
+# parent rolls only in proportion: a straightening knee does not spin the thigh.
+ROLL_FADE = math.sin(math.radians(1.0))
+
+
 @dataclass(frozen=True)
 class ResolvedLimits(LimitFrames):
-    """:class:`ChainLimits` checked against a chain, with every default filled in."""
+    """:class:`ChainLimits` checked against a chain, with every default filled in.
+
+    In a chain, hinges are pure local-X turns: a HINGE bone's frame is its limit frame turned about
+    X by its hinge angle (twist locked to its parent), and the bone above a hinge (unless it is a hinge
+    itself, whose roll is locked) rolls about its own axis so that the hinge's plane holds the hinge
+    bone's direction: the hinge angle is solved in the bend plane, as a knee whose hip rolls.
+    """
+
+    def frame_for(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray,
+                  child_direction: np.ndarray | None) -> np.ndarray:
+        """Frame of ``bone`` pointing along unit ``direction`` under ``parent_frame``, given where its
+        child points (None: no child, or unknown)."""
+        limit = self.limits[bone]
+        if isinstance(limit, HingeLimit):
+            frame = self.limit_frame(parent_frame, bone)
+            local = frame.T @ direction
+            return frame @ _turn_x(math.atan2(float(local[2]), float(local[1])))
+        frame = self.bone_frame(bone, direction)
+        if child_direction is not None and self.rolls(bone):
+            frame = self._roll_for_hinge(frame, bone, direction, child_direction)
+        return frame
+
+    def rolls(self, bone: int) -> bool:
+        """Whether ``bone`` rolls to put its hinge child's direction in the hinge plane."""
+        return (bone + 1 < len(self.limits) and isinstance(self.limits[bone + 1], HingeLimit)
+                and not isinstance(self.limits[bone], HingeLimit))
+
+    def _roll_for_hinge(self, frame: np.ndarray, bone: int, d: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """``frame`` (Y along ``d``) rolled about ``d`` so the hinge of child ``bone + 1`` (X of its limit
+        frame) is square to the child direction ``c``; of the two such rolls, the one whose hinge angle
+        the limit allows (else the nearer to allowed), then the smaller."""
+        hinge = self.limits[bone + 1]
+        assert isinstance(hinge, HingeLimit)
+        offset = self.rest_offsets[bone + 1]
+        x = frame @ offset[:, 0]
+        a = float(x @ d)
+        p = x - a * d
+        b = float(c @ d)
+        q = c - b * d
+        pn, qn = math.sqrt(float(p @ p)), math.sqrt(float(q @ q))
+        if pn <= 1e-12 or qn <= 1e-12:
+            return frame
+        e1 = p / pn
+        e2 = np.cross(d, e1)
+        phi_q = math.atan2(float(q @ e2), float(q @ e1))
+        spread = math.acos(max(-1.0, min(1.0, -a * b / (pn * qn))))
+        best: tuple[float, float, np.ndarray] | None = None
+        for psi in (phi_q - spread, phi_q + spread):
+            psi = math.remainder(psi, 2.0 * math.pi)
+            rolled = _rotation(d, psi) @ frame
+            local = (rolled @ offset).T @ c
+            alpha = math.atan2(float(local[2]), float(local[1]))
+            beyond = max(hinge.min_angle - alpha, alpha - hinge.max_angle, 0.0)
+            key = (beyond, abs(psi))
+            if best is None or key < best[:2]:
+                best = (beyond, abs(psi), rolled if qn >= ROLL_FADE else _rotation(d, psi * qn / ROLL_FADE) @ frame)
+        assert best is not None
+        return best[2]
+
+    def fit_child(self, bone: int, direction: np.ndarray, child: int, child_direction: np.ndarray) -> np.ndarray:
+        """:meth:`LimitFrames.fit_child`, with the roll of a bone above a hinge."""
+        limit = self.limits[child]
+        if limit is None:
+            return direction
+        parent = self.bone_frame(bone, direction)
+        if self.rolls(bone) and child == bone + 1:
+            parent = self._roll_for_hinge(parent, bone, direction, child_direction)
+        frame = self.limit_frame(parent, child)
+        allowed = frame @ limit.project(frame.T @ child_direction)
+        d = matrix_from_two_vectors(allowed / np.linalg.norm(allowed), child_direction) @ direction
+        return d / math.sqrt(float(d @ d))
+
+    def frames_of(self, joints: np.ndarray) -> np.ndarray:
+        """Every bone's frame ``(N, 3, 3)`` in a pose ``(N+1, 3)``, as the limits see them."""
+        dirs = np.diff(joints, axis=0)
+        dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
+        out = np.empty((len(dirs), 3, 3))
+        parent = self.base_frame
+        for i, d in enumerate(dirs):
+            parent = out[i] = self.frame_for(parent, i, d, dirs[i + 1] if i + 1 < len(dirs) else None)
+        return out
 
     def violations(self, joints: np.ndarray) -> np.ndarray:
         """Per-bone excess of a pose ``(N+1, 3)`` over its limits (<= 0 means within)."""
         out = np.full(len(self.limits), -1.0)
+        dirs = np.diff(joints, axis=0)
+        dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
         parent = self.base_frame
         for i, limit in enumerate(self.limits):
-            d = joints[i + 1] - joints[i]
-            d = d / np.linalg.norm(d)
+            d = dirs[i]
             if limit is not None:
                 out[i] = limit.excess(self.limit_frame(parent, i).T @ d)
-            parent = self.bone_frame(i, d)
+            parent = self.frame_for(parent, i, d, dirs[i + 1] if i + 1 < len(dirs) else None)
         return out
+
+
+def _turn_x(angle: float) -> np.ndarray:
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
+    """Rotation by ``angle`` about unit ``axis`` (Rodrigues)."""
+    x, y, z = (float(v) for v in axis)
+    c, s = math.cos(angle), math.sin(angle)
+    t = 1.0 - c
+    return np.array([[c + x * x * t, x * y * t - z * s, x * z * t + y * s],
+                     [y * x * t + z * s, c + y * y * t, y * z * t - x * s],
+                     [z * x * t - y * s, z * y * t + x * s, c + z * z * t]])
 
 
 def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray) -> ResolvedLimits:

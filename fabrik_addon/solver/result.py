@@ -21,12 +21,16 @@ class SolveResult:
         Passes used (0 when the start pose already satisfied the request).
     reached : bool
         ``error <= tolerance``.
+    frames : ndarray, shape (N, 3, 3), or None
+        With joint limits: each bone's frame (columns X, Y along the bone, Z) as the limits measured it,
+        rolls and hinge turns included (3D chains); None without limits.
     """
 
     joints: np.ndarray
     error: float
     iterations: int
     reached: bool
+    frames: np.ndarray | None = None
 
 
 @dataclass(frozen=True)

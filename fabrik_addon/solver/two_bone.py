@@ -63,6 +63,7 @@ def solve_two_bone(
     out = two_bone_pose(start3, tgt, pole3, float(lengths[0]), float(lengths[1]))
     error = float(np.linalg.norm(out[2] - tgt))
     iterations = 1
+    frames = None
     if limits is not None:
         resolved = resolve_limits(limits, start3)
         if resolved.violations(out).max() > LIMIT_SLACK:
@@ -70,7 +71,8 @@ def solve_two_bone(
             out, error, extra = run_limited(out, tgt, pole3, dirs, lengths, False, tolerance, max_iterations,
                                            DEFAULT_MIN_IMPROVEMENT, resolved)
             iterations += extra
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+        frames = resolved.frames_of(out)
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, frames)
 
 
 def two_bone_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | None, l1: float, l2: float) -> np.ndarray:
