@@ -13,7 +13,7 @@ import numpy as np
 
 from .analytic import two_bone_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
-from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
+from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, aim_points, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors
@@ -95,6 +95,12 @@ def solve_chain(
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
         return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+    if len(lengths) == 2 and not prep.unreachable[0]:
+        # Two bones: the analytic pose when the limits allow it (with a hinge below a free bone they do
+        # whenever the hinge angle does, the upper bone rolling); FABRIK crawls near full extension.
+        out, error, iterations = _two_bones(prep.joints[0], tgt, pole3, lengths)
+        if resolved.violations(out).max() <= LIMIT_SLACK:
+            return SolveResult(out[:, :dim], error, iterations, error <= tolerance, resolved.frames_of(out))
     out, error, iterations = run_limited(prep.joints[0], *args, resolved)
     return SolveResult(out[:, :dim], error, iterations, error <= tolerance, resolved.frames_of(out))
 

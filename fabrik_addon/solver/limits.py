@@ -16,6 +16,8 @@ import numpy as np
 
 from .rotations import matrix_from_two_vectors, parallel_transport_frames
 
+# Limits count as met when exceeded by no more than this (ellipse value or radians).
+LIMIT_SLACK = 1e-9
 _TWO_PI = 2.0 * math.pi
 _SAMPLES = 48
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0

@@ -10,11 +10,8 @@ import numpy as np
 from .analytic import two_bone_points
 from .checks import bone_lengths, check_joints, check_points
 from .fabrik import DEFAULT_MAX_ITERATIONS, DEFAULT_MIN_IMPROVEMENT, DEFAULT_TOLERANCE, pad3, run_limited
-from .limits import ChainLimits, Limit, resolve_limits
+from .limits import LIMIT_SLACK, ChainLimits, Limit, resolve_limits
 from .result import SolveResult
-
-# Limits count as met when exceeded by no more than this (ellipse value or radians).
-LIMIT_SLACK = 1e-9
 
 
 def solve_two_bone(
