@@ -165,9 +165,26 @@ def _reference_problem(ob, chain, bones: list[str]) -> str:
         check_references(ob, chain, bones)
     except ChainError as error:
         return rpt_("Chain '{}': {}").format(chain.name, str(error))
+    above = set()  # bones the chain hangs from
+    bone = ob.data.bones[bones[0]].parent
+    while bone is not None:
+        above.add(bone.name)
+        bone = bone.parent
+    carriers = set()  # the armature and the objects it hangs from: moving one of them moves the chain
+    walk = ob
+    while walk is not None:
+        carriers.add(walk.as_pointer())
+        walk = walk.parent
     for thing, bone_name in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
         if thing is None:
             continue
+        is_bone = thing.type == 'ARMATURE' and bool(bone_name)
+        if thing.as_pointer() in carriers and not is_bone:
+            return rpt_("Chain '{}': '{}' carries the armature; moving it would move the chain").format(
+                chain.name, thing.name)
+        if is_bone and thing == ob and bone_name in above:
+            return rpt_("Chain '{}': bone '{}' carries the chain; moving it would move the chain").format(
+                chain.name, bone_name)
         if thing.library is not None and thing.override_library is None:
             return rpt_("Chain '{}': '{}' is linked from a library and cannot be moved").format(chain.name,
                                                                                                 thing.name)

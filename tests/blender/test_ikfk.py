@@ -496,3 +496,24 @@ def test_snap_fk_to_ik_refuses_a_rig_switched_off():
     with pytest.raises(RuntimeError, match="switched off"):
         bpy.ops.pose.fabrik_snap_fk_to_ik()
     assert rig.chains[0].influence == 1.0
+
+
+def test_snap_ik_to_fk_refuses_a_target_that_carries_the_armature():
+    rig = arm_rig()
+    carrier = empty("Carrier", (0.0, 0.0, 0.0))
+    rig.ob.parent = carrier
+    rig.chains[0].target = carrier
+    pose_mode(rig.ob)
+    with pytest.raises(RuntimeError, match="carries the armature"):
+        bpy.ops.pose.fabrik_snap_ik_to_fk()
+    assert tuple(carrier.location) == (0.0, 0.0, 0.0)
+
+
+def test_snap_ik_to_fk_refuses_a_target_bone_the_chain_hangs_from():
+    ob = armature("Arm", [("root", (0, 0, -0.5), (0, 0, 0), None, False, 0.0),
+                          ("b0", (0, 0, 0), (0, 0.2, 1), "root", True, 0.0),
+                          ("b1", (0, 0.2, 1), (0, 0, 2), "b0", True, 0.0)])
+    add_chain(ob, "b1", 2, ob, target_bone="root")
+    pose_mode(ob)
+    with pytest.raises(RuntimeError, match="carries the chain"):
+        bpy.ops.pose.fabrik_snap_ik_to_fk()
