@@ -518,3 +518,20 @@ def test_snap_ik_to_fk_refuses_a_target_bone_the_chain_hangs_from():
     pose_mode(ob)
     with pytest.raises(RuntimeError, match="carries the chain"):
         bpy.ops.pose.fabrik_snap_ik_to_fk()
+
+
+def test_snap_ik_to_fk_corrects_for_a_child_of_constraint_on_the_target():
+    rig = arm_rig()
+    holder = empty("Holder", (0.4, -0.2, 0.3))
+    holder.rotation_euler = (0.5, 0.1, -0.7)
+    constraint = rig.chains[0].target.constraints.new('CHILD_OF')
+    constraint.target = holder
+    pose_mode(rig.ob)
+    rng = np.random.default_rng(9)
+    for _k in range(5):
+        rig.chains[0].enabled = False
+        random_fk(rig, rng)
+        fk = joints(rig.ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        rig.chains[0].enabled = True
+        assert largest_move(fk, joints(rig.ob)) <= IK_TO_FK * rig.length
