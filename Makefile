@@ -6,14 +6,28 @@ PY := $(VENV)/bin/python
 PY42 := $(VENV42)/bin/python
 PYTEST_ARGS ?=
 
+# Both pinned bpy wheels (Blender 4.2 and 5.0) are built for CPython 3.11 only.
+define check_python
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "error: '$(PYTHON)' was not found. The bpy wheels need Python 3.11 with venv and pip:"; \
+	  echo "  Debian/Ubuntu: sudo apt install python3.11 python3.11-venv   macOS: brew install python@3.11"; \
+	  echo "  or any Python 3.11 (pyenv, python.org); then run make again, or point make at it:"; \
+	  echo "  make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "error: '$(PYTHON)' is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'),"; \
+	  echo "  but the bpy wheels need Python 3.11: make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+endef
+
 .PHONY: demo test test-fast test-42 lint typecheck build bench bake clean
 
 $(VENV)/.stamp: requirements/blender-5.0.txt requirements/dev.txt
+	$(check_python)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/blender-5.0.txt -r requirements/dev.txt
 	touch $@
 
 $(VENV42)/.stamp: requirements/blender-4.2.txt requirements/dev.txt
+	$(check_python)
 	$(PYTHON) -m venv $(VENV42)
 	$(VENV42)/bin/pip install -q --disable-pip-version-check -r requirements/blender-4.2.txt -r requirements/dev.txt
 	touch $@

@@ -1,10 +1,10 @@
-"""Register classes, then properties, then handlers; unregister in the reverse order."""
+"""Register classes, then properties, then handlers, then the command-line command; unregister in reverse."""
 
 from __future__ import annotations
 
 import bpy
 
-from . import bake, handlers, operators, props, ui
+from . import bake, cli, handlers, operators, props, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -28,15 +28,21 @@ PROPERTIES = (
      "The rotation this bone has without FABRIK IK"),
 )
 
+_cli_commands: list = []
+
 
 def register() -> None:
     _register_classes()
     for owner, attr, group, name, description in PROPERTIES:
         setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description))
     handlers.install()
+    # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
+    _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))
 
 
 def unregister() -> None:
+    while _cli_commands:
+        bpy.utils.unregister_cli_command(_cli_commands.pop())
     handlers.remove()
     for owner, attr, *_ in reversed(PROPERTIES):
         if hasattr(owner, attr):
