@@ -47,7 +47,7 @@ test-42: $(VENV42)/.stamp
 	$(PY42) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp
-	$(VENV)/bin/ruff check fabrik_addon tests scripts
+	$(VENV)/bin/ruff check fabrik_addon tests scripts rigkit
 
 typecheck: $(VENV)/.stamp
 	$(VENV)/bin/mypy
