@@ -153,10 +153,11 @@ def live_pass(rigs, frames):
 TARGET_COLOR = (1.0, 0.78, 0.1)
 POLE_COLOR = (0.2, 0.55, 1.0)
 LABELS = {
-    "Arm": "two-bone arm\nwith a pole",
-    "Tentacle": "7-bone tentacle\ncone limits",
-    "Spider": "walking spider\n8 legs, poles",
-    "Torso": "torso: 2 arms\nshare a spine",
+    # rig: (x of the caption's centre, caption); the spider's is centred on its walk
+    "Arm": (-4.4, "two-bone arm\nwith a pole"),
+    "Tentacle": (-1.0, "7-bone tentacle\ncone limits"),
+    "Spider": (2.7, "walking spider\n8 legs, poles"),
+    "Torso": (6.2, "torso: 2 arms\nshare a spine"),
 }
 # The camera looks down at 72 degrees from vertical: text turned the same way faces it.
 FACING = (math.radians(72), 0.0, 0.0)
@@ -233,10 +234,10 @@ def text(name, body, location, size, parent=None, rotation=FACING, align='CENTER
 
 
 def add_labels(rigs) -> None:
-    """Captions floating above each rig, against the dark background (the spider's centred on its walk)."""
+    """Captions floating above each rig, against the dark background."""
     for ob in rigs:
-        x = ob.matrix_world.translation.x + (1.2 if ob.name == "Spider" else 0.0)
-        text(f"{ob.name}_label", LABELS[ob.name], (x, 0.5, 3.9), 0.42)
+        x, caption = LABELS[ob.name]
+        text(f"{ob.name}_label", caption, (x, 0.5, 3.9), 0.42)
 
 
 def setup_render(frames_to_show):
