@@ -16,6 +16,9 @@ classes = (
     bake.POSE_OT_fabrik_bake,
     ui.FABRIK_UL_chains,
     ui.VIEW3D_PT_fabrik,
+    ui.VIEW3D_PT_fabrik_chain,
+    ui.VIEW3D_PT_fabrik_limit,
+    ui.VIEW3D_PT_fabrik_bake,
 )
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
