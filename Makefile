@@ -32,7 +32,7 @@ $(VENV42)/.stamp: requirements/blender-4.2.txt requirements/dev.txt
 	$(VENV42)/bin/pip install -q --disable-pip-version-check -r requirements/blender-4.2.txt -r requirements/dev.txt
 	touch $@
 
-## demo: build the showcase rig, solve, bake, save out/demo.blend, out/demo_report.json and out/demo.png
+## demo: build four rigs, solve live, render out/demo.png, save out/demo.blend (live) and out/demo_baked.blend, out/demo_report.json
 demo: $(VENV)/.stamp
 	$(PY) scripts/demo.py
 
