@@ -178,8 +178,8 @@ def bake_open_file(options: Options) -> int:
     for ob in rigs:
         indices = [i for i, chain in enumerate(ob.fabrik.chains) if chain.enabled]
         try:
-            result = bake.bake_chains(bpy.context, ob, indices, options.start, options.end, options.step,
-                                      options.reduce, disable_chains=True)
+            result = bake.bake_chains(bpy.context, ob, indices, bake.BakeOptions(
+                options.start, options.end, options.step, options.reduce, disable_chains=True))
         except ValueError as error:
             print(f"error: {ob.name}: {error}", file=sys.stderr)
             return BAKE_ERROR

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake, cli, handlers, operators, props, ui
+from . import bake, cli, handlers, operators, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -14,9 +14,12 @@ classes = (
     operators.POSE_OT_fabrik_chain_add,
     operators.POSE_OT_fabrik_chain_remove,
     bake.POSE_OT_fabrik_bake,
+    snap.POSE_OT_fabrik_snap_ik_to_fk,
+    snap.POSE_OT_fabrik_snap_fk_to_ik,
     ui.FABRIK_UL_chains,
     ui.VIEW3D_PT_fabrik,
     ui.VIEW3D_PT_fabrik_chain,
+    ui.VIEW3D_PT_fabrik_ikfk,
     ui.VIEW3D_PT_fabrik_limit,
     ui.VIEW3D_PT_fabrik_bake,
 )

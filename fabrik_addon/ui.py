@@ -93,7 +93,6 @@ class VIEW3D_PT_fabrik_chain(_FabrikPanel, bpy.types.Panel):
         col = layout.column()
         col.prop(chain, "iterations")
         col.prop(chain, "tolerance")
-        col.prop(chain, "influence", slider=True)
         col.prop(chain, "weight", slider=True)
         col.prop(chain, "match_target_rotation")
 
@@ -142,3 +141,25 @@ class VIEW3D_PT_fabrik_bake(_FabrikPanel, bpy.types.Panel):
             layout.label(text=iface_("Last bake: max {:.3g}, mean {:.3g} from live IK").format(
                 chain.bake_max_error, chain.bake_mean_error), icon='KEYINGSET', translate=False)
         layout.label(text="Baking switches the chains off; tick them to go live again", icon='INFO')
+
+
+class VIEW3D_PT_fabrik_ikfk(_FabrikPanel, bpy.types.Panel):
+    bl_idname = "VIEW3D_PT_fabrik_ikfk"
+    bl_label = "IK/FK"
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    @classmethod
+    def poll(cls, context):
+        return active_chain(context) is not None
+
+    def draw(self, context):
+        draw_ikfk(self.layout, active_chain(context))
+
+
+def draw_ikfk(layout, chain) -> None:
+    """The IK/FK row of the active chain: the switch (influence, keyable) and the two snaps."""
+    col = layout.column(align=True)
+    col.prop(chain, "influence", text="IK <-> FK", slider=True)
+    row = col.row(align=True)
+    row.operator("pose.fabrik_snap_ik_to_fk", text="IK to FK")
+    row.operator("pose.fabrik_snap_fk_to_ik", text="FK to IK")

@@ -339,7 +339,7 @@ def run(args) -> None:
     bpy.ops.wm.save_as_mainfile(filepath=str(live_blend), copy=True)
     for ob in rigs:
         indices = list(range(len(ob.fabrik.chains)))
-        result = bake.bake_chains(bpy.context, ob, indices, frames[0], frames[-1])
+        result = bake.bake_chains(bpy.context, ob, indices, bake.BakeOptions(frames[0], frames[-1]))
         rig: dict[str, Any] = {
             "bake_seconds": round(result.seconds, 3),
             "bake_frames_per_second": round(result.frames / result.seconds, 1),

@@ -15,8 +15,7 @@ from .plan import ChainError, chain_bones
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
     """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored."""
-    mode = pose_bone.rotation_mode
-    path = f'pose.bones["{pose_bone.name}"].{adapter.rotation_path(mode)}'
+    path = adapter.rotation_data_path(pose_bone.name, pose_bone.rotation_mode)
     stored = stored_channels(pose_bone)
     current = adapter.read_rotation(evaluated_bone)
     return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))

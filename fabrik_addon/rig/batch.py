@@ -46,8 +46,7 @@ class Part:
         """Armature-space pose matrices (B, 4, 4) as evaluated, read in bulk on first use."""
         if self._matrices is None:
             count = len(self.arm.cache.names)
-            self._matrices = adapter.bulk_read(self.arm.ev_bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(
-                0, 2, 1)
+            self._matrices = adapter.bulk_matrices(self.arm.ev_bones, "matrix", count)
         return self._matrices
 
 
@@ -133,9 +132,7 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
     for part in parts:
         if part.wrote:
             count = len(part.arm.cache.names)
-            rows = table.written[part.offset:part.offset + count]
-            part.arm.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
-            part.arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+            adapter.write_quaternions(part.arm.ob, table.written[part.offset:part.offset + count])
 
 
 def solve_requests(requests: Requests) -> None:
