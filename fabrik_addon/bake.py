@@ -10,7 +10,8 @@ import numpy as np
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
-from . import adapter, compat, handlers, rig
+from . import adapter, compat, handlers
+from .rig.plan import ChainError, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
 
@@ -27,95 +28,167 @@ class BakeResult:
     chain_errors: dict[int, tuple[float, float]]
 
 
-def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_end: int, step: int = 1,
-                reduce_tolerance: float = 0.0, disable_chains: bool = True, progress=None) -> BakeResult:
+@dataclass
+class BakeOptions:
+    """How to bake (in the manner of ``bpy_extras.anim_utils.BakeOptions``); named as the operator's properties."""
+
+    frame_start: int
+    frame_end: int
+    step: int = 1  # key every Nth frame; the last frame is always keyed
+    reduce_tolerance: float = 0.0  # 0 keeps every key; above 0, drop keys while the pose stays within it
+    disable_chains: bool = True  # switch the baked chains off afterwards so the keys play
+
+    def frames(self) -> list[int]:
+        """Every frame of the range: each is sampled and measured."""
+        return list(range(self.frame_start, self.frame_end + 1))
+
+    def keyed_frames(self) -> list[int]:
+        frames = list(range(self.frame_start, self.frame_end + 1, self.step))
+        if frames[-1] != self.frame_end:
+            frames.append(self.frame_end)
+        return frames
+
+    def budgets(self) -> list[float]:
+        """Reduction budgets to try, loosest last.
+
+        Budgets from a safe bound (a bone turned by an angle moves points by at most angle times their
+        distance) keep far more keys than the tolerance needs, so the budget grows 4x at a time while
+        replaying the keys still measures within the tolerance; the x1 bound always does.
+        """
+        return [4.0**k for k in range(7)] if self.reduce_tolerance > 0.0 else [1.0]
+
+
+@dataclass
+class BakedBones:
+    """The bones a bake keys: each once, in chain order, with their rotation modes."""
+
+    names: list[str]
+    modes: list[str]
+    of_chain: dict[int, list[str]]  # chain index -> its bones
+
+
+@dataclass
+class Samples:
+    """The live IK over the frame range: what the keys are made from and measured against."""
+
+    live: np.ndarray  # (frames, bones, 2, 3) world-space heads and tails
+    tracks: list[np.ndarray]  # per bone, (keyed frames, channels), continuous frame to frame
+    reaches: list[float]  # per bone, how far a turn of it can move baked points (reduction only)
+
+
+def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, progress=None) -> BakeResult:
     """Sample the live IK of ``chain_indices`` over the frames and key each bone's rotation channels.
 
     Raises ``ValueError`` (with a message for the user) when nothing can be baked.
     """
-    if frame_end < frame_start:
-        raise ValueError(f"Frame range {frame_start}-{frame_end} is empty")
-    if step < 1:
+    if options.frame_end < options.frame_start:
+        raise ValueError(f"Frame range {options.frame_start}-{options.frame_end} is empty")
+    if options.step < 1:
         raise ValueError("Step must be at least 1")
+    bones = baked_bones(ob, chain_indices)
     scene = context.scene
+    started = time.perf_counter()
+    original_frame = scene.frame_current
+    try:
+        samples = sample(context, ob, bones, options, progress)
+        keys, key_seconds, baked = write_keys(context, ob, bones, samples, options, progress)
+    finally:
+        if options.disable_chains:
+            for i in chain_indices:
+                ob.fabrik.chains[i].enabled = False
+        scene.frame_set(original_frame)
+    seconds = time.perf_counter() - started
+    drift = np.linalg.norm(baked - samples.live, axis=-1)  # (frames, bones, 2)
+    chain_errors = measure(ob, bones, drift)
+    return BakeResult(len(samples.live), len(bones.names), keys, seconds, key_seconds, float(drift.max()),
+                      float(drift.mean()), chain_errors)
+
+
+def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
+    """The bones of valid chains with valid targets; raises ``ValueError`` naming the chains that are not."""
     chains = ob.fabrik.chains
     handlers.request_solve()
-    plans = {plan.index: plan for plan in rig.plan_chains(ob)}
+    plans = {plan.index: plan for plan in plan_chains(ob)}
     missing = [chains[i].name for i in chain_indices if i not in plans]
     if missing:
         raise ValueError(f"Cannot bake invalid or disabled chains: {', '.join(missing)}")
     for i in chain_indices:
         try:
-            rig.check_references(ob, chains[i], plans[i].bones)
-        except rig.ChainError as error:
+            check_references(ob, chains[i], plans[i].bones)
+        except ChainError as error:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
-    bones: list[str] = []
-    chain_bones: dict[int, list[str]] = {}
+    names: list[str] = []
+    of_chain: dict[int, list[str]] = {}
     for i in chain_indices:
-        chain_bones[i] = plans[i].bones
-        bones.extend(b for b in plans[i].bones if b not in bones)
-    keyed_frames = list(range(frame_start, frame_end + 1, step))
-    if keyed_frames[-1] != frame_end:
-        keyed_frames.append(frame_end)
-    all_frames = list(range(frame_start, frame_end + 1))
-    pose_bones = [ob.pose.bones[name] for name in bones]
-    modes = [pb.rotation_mode for pb in pose_bones]
+        of_chain[i] = plans[i].bones
+        names.extend(b for b in plans[i].bones if b not in names)
+    return BakedBones(names, [ob.pose.bones[name].rotation_mode for name in names], of_chain)
 
-    started = time.perf_counter()
-    original_frame = scene.frame_current
-    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones}
-    live = np.empty((len(all_frames), len(bones), 2, 3))
-    # Reduction budgets from a safe bound (a bone turned by an angle moves points by at most angle
-    # times their distance) keep far more keys than the tolerance needs, so the budget grows 4x at a
-    # time while replaying the keys still measures within the tolerance; the x1 bound always does.
-    loosen = [4.0**k for k in range(7)] if reduce_tolerance > 0.0 else [1.0]
-    total_steps = len(all_frames) * (1 + len(loosen))
-    try:
-        for k, frame in enumerate(all_frames):
-            scene.frame_set(frame)
-            depsgraph = context.evaluated_depsgraph_get()
-            live[k] = _heads_and_tails(ob, depsgraph, bones)
-            if frame in keyed_frames:
-                for name, pb in zip(bones, pose_bones):
-                    values[name].append(adapter.read_rotation(pb))
-            if progress:
-                progress(k + 1, total_steps)
-        # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
-        tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones, modes)]
-        reaches = [_reach(live, b) for b in range(len(bones))] if reduce_tolerance > 0.0 else []
-        passed = None
-        key_seconds = 0.0
-        for attempt, factor in enumerate(loosen):
-            writing = time.perf_counter()
-            keys = _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, factor)
-            key_seconds += time.perf_counter() - writing
-            baked = _replay(context, ob, bones, all_frames)
-            if progress:
-                progress(len(all_frames) * (2 + attempt), total_steps)
-            if reduce_tolerance <= 0.0 or np.linalg.norm(baked - live, axis=-1).max() > reduce_tolerance:
-                break
-            passed = (factor, keys, baked)
-        if reduce_tolerance > 0.0 and passed is not None and passed[0] != factor:
-            # The looser budget overshot: put back the keys of the last one that measured within.
-            writing = time.perf_counter()
-            _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, passed[0])
-            key_seconds += time.perf_counter() - writing
-            keys, baked = passed[1], passed[2]
-    finally:
-        if disable_chains:
-            for i in chain_indices:
-                chains[i].enabled = False
-        scene.frame_set(original_frame)
-    seconds = time.perf_counter() - started
-    drift = np.linalg.norm(baked - live, axis=-1)  # (frames, bones, 2)
+
+def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) -> Samples:
+    """Play the frame range with live IK: every frame's bone positions, the keyed frames' channels."""
+    all_frames, keyed_frames = options.frames(), set(options.keyed_frames())
+    pose_bones = [ob.pose.bones[name] for name in bones.names]
+    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones.names}
+    live = np.empty((len(all_frames), len(bones.names), 2, 3))
+    total_steps = len(all_frames) * (1 + len(options.budgets()))
+    for k, frame in enumerate(all_frames):
+        context.scene.frame_set(frame)
+        live[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones.names)
+        if frame in keyed_frames:
+            for name, pb in zip(bones.names, pose_bones):
+                values[name].append(adapter.read_rotation(pb))
+        if progress:
+            progress(k + 1, total_steps)
+    # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
+    tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones.names,
+                                                                                                 bones.modes)]
+    reaches = [_reach(live, b) for b in range(len(bones.names))] if options.reduce_tolerance > 0.0 else []
+    return Samples(live, tracks, reaches)
+
+
+def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOptions,
+               progress=None) -> tuple[int, float, np.ndarray]:
+    """Key the samples, reduced within the tolerance when one is set: (keys written, seconds spent
+    writing them, the bone positions the final keys play)."""
+    all_frames, keyed_frames, budgets = options.frames(), options.keyed_frames(), options.budgets()
+    total_steps = len(all_frames) * (1 + len(budgets))
+    tolerance = options.reduce_tolerance
+
+    def write(factor: float) -> int:
+        return _write_keys(ob, bones.names, bones.modes, keyed_frames, samples.tracks, samples.reaches, all_frames,
+                           tolerance, factor)
+
+    passed = None
+    key_seconds = 0.0
+    for attempt, factor in enumerate(budgets):
+        writing = time.perf_counter()
+        keys = write(factor)
+        key_seconds += time.perf_counter() - writing
+        baked = _replay(context, ob, bones.names, all_frames)
+        if progress:
+            progress(len(all_frames) * (2 + attempt), total_steps)
+        if tolerance <= 0.0 or np.linalg.norm(baked - samples.live, axis=-1).max() > tolerance:
+            break
+        passed = (factor, keys, baked)
+    if tolerance > 0.0 and passed is not None and passed[0] != factor:
+        # The looser budget overshot: put back the keys of the last one that measured within.
+        writing = time.perf_counter()
+        write(passed[0])
+        key_seconds += time.perf_counter() - writing
+        keys, baked = passed[1], passed[2]
+    return keys, key_seconds, baked
+
+
+def measure(ob, bones: BakedBones, drift: np.ndarray) -> dict[int, tuple[float, float]]:
+    """Each chain's (max, mean) distance between the live IK and its keys, stored on the chain too."""
+    chains = ob.fabrik.chains
     chain_errors = {}
-    for i in chain_indices:
-        cols = [bones.index(b) for b in chain_bones[i]]
-        part = drift[:, cols]
+    for i, names in bones.of_chain.items():
+        part = drift[:, [bones.names.index(b) for b in names]]
         chain_errors[i] = (float(part.max()), float(part.mean()))
         chains[i].bake_max_error, chains[i].bake_mean_error = chain_errors[i]
-    return BakeResult(len(all_frames), len(bones), keys, seconds, key_seconds, float(drift.max()),
-                      float(drift.mean()), chain_errors)
+    return chain_errors
 
 
 def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
@@ -148,7 +221,7 @@ def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_to
             # angle * reach, so keys are dropped while every bone stays within its angular share.
             budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
-        path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        path = adapter.rotation_data_path(name, mode)
         for index in range(track.shape[1]):
             fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, name)
             points = fcurve.keyframe_points
@@ -287,8 +360,9 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         wm = context.window_manager
         wm.progress_begin(0, 100)
         try:
-            result = bake_chains(context, ob, indices, self.frame_start, self.frame_end, self.step,
-                                 self.reduce_tolerance, self.disable_chains,
+            options = BakeOptions(self.frame_start, self.frame_end, self.step, self.reduce_tolerance,
+                                  self.disable_chains)
+            result = bake_chains(context, ob, indices, options,
                                  progress=lambda done, total: wm.progress_update(int(100 * done / total)))
         except ValueError as error:
             self.report({'ERROR'}, str(error))

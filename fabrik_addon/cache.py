@@ -82,12 +82,9 @@ def _build(ob, key: tuple) -> RigCache:
     names = [pb.name for pb in ob.pose.bones]
     index = {name: i for i, name in enumerate(names)}
     count = len(names)
-    local = np.empty(16 * count, dtype=np.float32)
-    bones.foreach_get("matrix_local", local)
     by_bone = {b.name: k for k, b in enumerate(bones)}
     order = [by_bone[name] for name in names]
-    # Blender stores these matrices as float32, so the bulk read loses nothing; flat column-major.
-    local64 = local.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)[order]
+    local64 = adapter.bulk_matrices(bones, "matrix_local", count)[order]
     parents = np.array([index[bones[name].parent.name] if bones[name].parent else -1 for name in names])
     rel = local64.copy()
     has_parent = parents >= 0
@@ -117,7 +114,7 @@ def _animated(ob, cache: RigCache) -> tuple[np.ndarray, set[tuple[str, int]]]:
             paths.add((fcurve.data_path, fcurve.array_index))
     mask = np.zeros((len(cache.names), 4), dtype=bool)
     for i, (name, mode) in enumerate(zip(cache.names, cache.modes)):
-        prefix = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        prefix = adapter.rotation_data_path(name, mode)
         for k in range(4):
             mask[i, k] = (prefix, k) in paths
     return mask, paths

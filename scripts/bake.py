@@ -79,8 +79,8 @@ def bake_scene(args: argparse.Namespace, source: Path) -> int:
     for ob in rigs:
         indices = [i for i, chain in enumerate(ob.fabrik.chains) if chain.enabled]
         try:
-            result = bake.bake_chains(bpy.context, ob, indices, args.start, args.end, args.step, args.reduce,
-                                      disable_chains=True)
+            options = bake.BakeOptions(args.start, args.end, args.step, args.reduce, disable_chains=True)
+            result = bake.bake_chains(bpy.context, ob, indices, options)
         except ValueError as error:
             print(f"error: {ob.name}: {error}", file=sys.stderr)
             return 1

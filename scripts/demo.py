@@ -277,7 +277,7 @@ def run(args) -> None:
                "live_ms_per_frame": round(1000 * live_seconds / len(frames), 3), "rigs": {}}
     for ob in rigs:
         indices = list(range(len(ob.fabrik.chains)))
-        result = bake.bake_chains(bpy.context, ob, indices, frames[0], frames[-1])
+        result = bake.bake_chains(bpy.context, ob, indices, bake.BakeOptions(frames[0], frames[-1]))
         rig: dict[str, Any] = {
             "bake_seconds": round(result.seconds, 3),
             "bake_frames_per_second": round(result.frames / result.seconds, 1),
