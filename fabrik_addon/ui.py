@@ -57,6 +57,12 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
         col.prop(chain, "influence")
         col.prop(chain, "weight")
         col.prop(chain, "match_target_rotation")
+        col.separator()
+        col.prop(chain, "softness")
+        col.prop(chain, "use_stretch")
+        sub = col.column()
+        sub.active = chain.use_stretch  # greyed out: it only applies while stretching
+        sub.prop(chain, "max_stretch")
 
         box = layout.box()
         if chain.status == 'INVALID':
