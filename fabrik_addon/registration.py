@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake, handlers, operators, props, ui
+from . import bake, handlers, operators, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -14,6 +14,8 @@ classes = (
     operators.POSE_OT_fabrik_chain_add,
     operators.POSE_OT_fabrik_chain_remove,
     bake.POSE_OT_fabrik_bake,
+    snap.POSE_OT_fabrik_snap_ik_to_fk,
+    snap.POSE_OT_fabrik_snap_fk_to_ik,
     ui.FABRIK_UL_chains,
     ui.VIEW3D_PT_fabrik,
 )

@@ -54,7 +54,6 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
         col.separator()
         col.prop(chain, "iterations")
         col.prop(chain, "tolerance")
-        col.prop(chain, "influence")
         col.prop(chain, "weight")
         col.prop(chain, "match_target_rotation")
         col.separator()
@@ -63,6 +62,8 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
         sub = col.column()
         sub.active = chain.use_stretch  # greyed out: it only applies while stretching
         sub.prop(chain, "max_stretch")
+
+        draw_ikfk(layout, chain)
 
         box = layout.box()
         if chain.status == 'INVALID':
@@ -94,3 +95,13 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
                 row = box.row(align=True)
                 row.prop(limit, "hinge_min")
                 row.prop(limit, "hinge_max")
+
+
+def draw_ikfk(layout, chain) -> None:
+    """The IK/FK row of the active chain: the switch (influence, keyable) and the two snaps."""
+    col = layout.column(align=True)
+    col.label(text="IK/FK", icon='CON_KINEMATIC')
+    col.prop(chain, "influence", text="IK <-> FK", slider=True)
+    row = col.row(align=True)
+    row.operator("pose.fabrik_snap_ik_to_fk", text="IK to FK")
+    row.operator("pose.fabrik_snap_fk_to_ik", text="FK to IK")
