@@ -7,7 +7,7 @@ Never the previous IK output, so the pose at a frame depends only on that frame'
 from __future__ import annotations
 
 import numpy as np
-from mathutils import Quaternion, Vector
+from mathutils import Matrix, Quaternion, Vector
 
 from .. import adapter, cache
 from .inputs import ArmatureFrame
@@ -157,3 +157,24 @@ def release(ob, chains, rotations: bool = True) -> None:
                 restore_base(ob.pose.bones[name])
             if name not in stretching:
                 restore_scale(ob.pose.bones[name])
+
+
+def stretched_local(parent: Matrix, rotation: Matrix, pre: Matrix, base: Vector,
+                    grow: float) -> tuple[Quaternion, Vector]:
+    """A bone's local rotation and scale so that, under ``parent`` (the armature-space parent matrix
+    times the rest offset, stretched parents included), its Y axis points exactly along ``rotation``'s
+    Y and is ``grow`` times as long as in its pose without IK (``pre``).
+
+    The local Y axis is ``v = parent^-1 d`` for the wanted direction ``d``; the rotation keeps that
+    axis exactly (X made orthogonal to it, Z their cross product) and the scale Y is
+    ``grow * |pre Y| * |v|``, the composed length then being ``grow * |pre Y|``. X and Z keep the
+    scale without IK.
+    """
+    local = parent.to_3x3().inverted() @ rotation
+    y = local.col[1]
+    v = y.length
+    y = y / v
+    x = local.col[0]
+    x = (x - y * x.dot(y)).normalized()
+    turn = Matrix((x, y, x.cross(y))).transposed()
+    return turn.to_quaternion(), Vector((base.x, grow * pre.col[1].xyz.length * v, base.z))

@@ -21,7 +21,7 @@ from .. import diagnostics
 from ..solver import solve_chain, solve_two_bone
 from ..solver.fabrik import solve_points
 from ..solver.two_bone import two_bone_points
-from .base_pose import base_rotation, base_scale, restore_scale, write_near_base
+from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
 from .inputs import (
     ZERO_LENGTH,
     ArmatureFrame,
@@ -132,9 +132,9 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
     the pose without IK. Every rotation is computed before any is written, so a chain is written whole
     or not at all, and never with a non-finite value.
 
-    A stretching chain (``pose.scales`` set) also gets each bone's local scale Y: the value that makes the
-    bone, composed under its stretched parent as Blender composes it (full scale inheritance), exactly
-    ``stretch`` times its length without IK, along exactly the solved direction (see :func:`_stretched`);
+    A stretching chain also gets each bone's local scale Y: the value that makes the bone, composed
+    under its stretched parent as Blender composes it (full scale inheritance), exactly ``stretch``
+    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`);
     influence blends it with the scale without IK. Other chains never touch scale.
     """
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
@@ -158,7 +158,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
         else:
             assert pose.scales is not None
             grow = stretch if k < inputs.placed else 1.0
-            q, scale = _stretched(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
+            q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
             ik = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
             base = pose.scales[k]
@@ -191,22 +191,3 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
             final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, scale)
             arm.new_matrices[name] = np.array(final)
 
-
-def _stretched(parent: Matrix, rotation: Matrix, pre: Matrix, base: Vector, grow: float) -> tuple[Quaternion, Vector]:
-    """A bone's local rotation and scale so that, under ``parent`` (the armature-space parent matrix
-    times the rest offset, stretched parents included), its Y axis points exactly along ``rotation``'s
-    Y and is ``grow`` times as long as in its pose without IK (``pre``).
-
-    The local Y axis is ``v = parent^-1 d`` for the wanted direction ``d``; the rotation keeps that
-    axis exactly (X made orthogonal to it, Z their cross product) and the scale Y is
-    ``grow * |pre Y| * |v|``, the composed length then being ``grow * |pre Y|``. X and Z keep the
-    scale without IK.
-    """
-    local = parent.to_3x3().inverted() @ rotation
-    y = local.col[1]
-    v = y.length
-    y = y / v
-    x = local.col[0]
-    x = (x - y * x.dot(y)).normalized()
-    turn = Matrix((x, y, x.cross(y))).transposed()
-    return turn.to_quaternion(), Vector((base.x, grow * pre.col[1].xyz.length * v, base.z))

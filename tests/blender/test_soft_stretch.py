@@ -178,3 +178,26 @@ def test_properties_are_overridable_animatable_and_documented():
         assert prop.name and prop.description
     assert ob.keyframe_insert('fabrik.chains[0].softness', frame=1)
     assert ob.keyframe_insert('fabrik.chains[0].max_stretch', frame=1)
+
+
+def test_tree_stretches_each_arm_not_the_shared_spine():
+    from test_tree_rig import torso
+
+    ob = torso()
+    rest = {b.name: b.length for b in ob.data.bones}
+    left = add_chain(ob, "fore.L", 4, empty("L", (1.6, 0.0, 1.1)), use_stretch=True, max_stretch=2.0)
+    right = add_chain(ob, "fore.R", 4, empty("R", (-1.5, 0.3, 1.2)), use_stretch=True, max_stretch=2.0)
+    bpy.context.view_layer.update()
+    assert left.group == "fore.R"
+    for chain, side, target in ((left, "L", (1.6, 0.0, 1.1)), (right, "R", (-1.5, 0.3, 1.2))):
+        assert chain.status == 'REACHED'
+        assert np.linalg.norm(world_tail(ob, f"fore.{side}") - np.array(target)) <= 1e-3
+        grown = [np.linalg.norm(world_tail(ob, n) - world_head(ob, n)) / rest[n] for n in (f"upper.{side}",
+                                                                                           f"fore.{side}")]
+        assert grown[0] > 1.1 and grown[0] == pytest.approx(grown[1], abs=1e-4)
+    for name in ("spine0", "spine1"):
+        assert np.linalg.norm(world_tail(ob, name) - world_head(ob, name)) == pytest.approx(rest[name], abs=1e-5)
+        assert tuple(ob.pose.bones[name].scale) == pytest.approx((1.0, 1.0, 1.0))
+    left.use_stretch = right.use_stretch = False
+    bpy.context.view_layer.update()
+    np.testing.assert_array_equal(scales(ob), 1.0)
