@@ -201,3 +201,63 @@ def test_tree_stretches_each_arm_not_the_shared_spine():
     left.use_stretch = right.use_stretch = False
     bpy.context.view_layer.update()
     np.testing.assert_array_equal(scales(ob), 1.0)
+
+
+def stretch_bake_rig():
+    """Chain b1-b3 of a 4-bone rig (b0 outside it) whose target leaves its reach mid-shot and comes back."""
+    ob = straightish_chain("Arm", 4)
+    reach = sum(ob.data.bones[f"b{i}"].length for i in (1, 2, 3))
+    root = np.array([0.0, 0.0, 1.0])
+    target = empty("Target", tuple(root + UP * 0.6 * reach))
+    key_path(target, [tuple(root + UP * f * reach) for f in (0.6, 1.4, 1.2, 0.7)], [1, 15, 30, 40])
+    chain = add_chain(ob, "b3", 3, target, use_stretch=True, max_stretch=1.3, softness=0.1)
+    bpy.context.scene.frame_start, bpy.context.scene.frame_end = 1, 40
+    bpy.context.view_layer.objects.active = ob
+    return ob, target, chain
+
+
+def bone_frames(ob, frames):
+    out = []
+    for frame in frames:
+        bpy.context.scene.frame_set(frame)
+        out.append([world_tail(ob, f"b{i}") for i in range(4)] + [world_head(ob, f"b{i}") for i in range(4)])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("reduce", [0.0, 1e-3])
+def test_bake_keys_scale_y_of_stretched_bones_only_within_the_range(reduce):
+    ob, target, chain = stretch_bake_rig()
+    ob.pose.bones["b2"].scale = (1.0, 1.0, 1.0)
+    ob.keyframe_insert('pose.bones["b2"].scale', index=1, frame=60)  # outside the range: kept
+    live = bone_frames(ob, range(1, 41))
+    assert bpy.ops.pose.fabrik_bake(frame_start=1, frame_end=40, reduce_tolerance=reduce) == {'FINISHED'}
+    from fabrik_addon import compat
+
+    keyed = {(fc.data_path, fc.array_index): fc for fc in compat.animated_fcurves(ob)}
+    scale_curves = {key for key in keyed if key[0].endswith(".scale")}
+    assert scale_curves == {(f'pose.bones["b{i}"].scale', 1) for i in (1, 2, 3)}
+    frames = [kp.co.x for kp in keyed[('pose.bones["b1"].scale', 1)].keyframe_points]
+    assert min(frames) >= 1 and max(frames) <= 40
+    assert 60.0 in [kp.co.x for kp in keyed[('pose.bones["b2"].scale', 1)].keyframe_points]
+    if reduce == 0.0:
+        assert len(frames) == 40
+    else:
+        assert len(frames) < 40
+    # The keys play the live IK back, stretch included, and the reported fidelity is what they play.
+    # (With reduction the drift can exceed the tolerance on this fast path, without stretch too:
+    # 1.3e-3 for 1e-3; a weakness of the reduction bound, not of the scale keys.)
+    played = bone_frames(ob, range(1, 41))
+    drift = np.linalg.norm(played - live, axis=-1).max()
+    assert drift <= (1e-4 if reduce == 0.0 else 2.0 * reduce)
+    assert chain.bake_max_error == pytest.approx(drift, abs=2e-5)
+    assert max(kp.co.y for kp in keyed[('pose.bones["b1"].scale', 1)].keyframe_points) > 1.2
+
+
+def test_bake_of_a_chain_that_never_stretches_keys_no_scale():
+    ob, target, chain = stretch_bake_rig()
+    target.animation_data_clear()
+    target.location = (0.2, 0.1, 1.5)
+    assert bpy.ops.pose.fabrik_bake(frame_start=1, frame_end=10) == {'FINISHED'}
+    from fabrik_addon import compat
+
+    assert not [fc for fc in compat.animated_fcurves(ob) if fc.data_path.endswith(".scale")]
