@@ -8,10 +8,12 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
+from bpy.app.translations import pgettext_rpt as rpt_
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
 from . import adapter, compat, handlers
+from .polls import active_armature
 from .rig.plan import ChainError, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
@@ -362,8 +364,8 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = context.object
-        if ob is None or ob.type != 'ARMATURE':
+        ob = active_armature(context)
+        if ob is None:
             cls.poll_message_set("Select an armature")
             return False
         if not any(chain.enabled for chain in ob.fabrik.chains):
@@ -403,7 +405,8 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         finally:
             wm.progress_end()
         fps = result.frames / result.seconds if result.seconds > 0 else float("inf")
-        self.report({'INFO'}, f"Baked {result.frames} frames of {result.bones} bones ({result.keys} keys) "
-                              f"at {fps:.0f} frames/s ({100 * result.key_seconds / result.seconds:.0f}% writing "
-                              f"keys); live IK vs keys: max {result.max_error:.3g}, mean {result.mean_error:.3g}")
+        self.report({'INFO'}, rpt_("Baked {} frames of {} bones ({} keys) at {:.0f} frames/s ({:.0f}% writing keys); "
+                                   "live IK vs keys: max {:.3g}, mean {:.3g}").format(
+            result.frames, result.bones, result.keys, fps, 100 * result.key_seconds / result.seconds,
+            result.max_error, result.mean_error))
         return {'FINISHED'}

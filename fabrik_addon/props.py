@@ -18,6 +18,12 @@ from bpy.props import (
 
 from . import diagnostics
 
+# The chain's solvers, shared by the chain setting and the add-chain operator.
+SOLVER_ITEMS = (
+    ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
+    ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of exactly two bones"),
+)
+
 
 def _changed(self, context) -> None:
     """Any setting that changes the result asks the handlers to solve again."""
@@ -156,12 +162,7 @@ class FabrikChain(bpy.types.PropertyGroup):
         min=0, max=255, default=2, update=_changed,
     )
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", description="How the chain is solved",
-        items=(
-            ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
-            ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of two bones"),
-        ),
-        default='FABRIK', update=_changed,
+        name="Solver", description="How the chain is solved", items=SOLVER_ITEMS, default='FABRIK', update=_changed,
     )
     target: PointerProperty(  # type: ignore[valid-type]
         name="Target", description="Object the chain reaches for", type=bpy.types.Object, update=_changed,

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from fabrik_addon.solver import solve_chain, solve_chains  # noqa: E402
 from fabrik_addon.solver.fabrik import solve_points  # noqa: E402
+from rigkit.chains import curving_chain  # noqa: E402
 
 
 def machine() -> str:
@@ -43,9 +44,7 @@ def _median_time(function, repeats: int) -> float:
 
 def _chain(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A gently curving chain and a target it can reach but needs every iteration for (tolerance 0)."""
-    d = np.array([0.0, 0.0, 1.0]) + rng.normal(scale=0.3, size=(n, 3))
-    d /= np.linalg.norm(d, axis=1)[:, None]
-    joints = np.vstack([np.zeros(3), np.cumsum(d, axis=0)])
+    joints = curving_chain(rng, n, spread=0.3)
     target = joints[-1] * 0.6 + rng.normal(scale=0.3, size=3)
     return joints, target
 
