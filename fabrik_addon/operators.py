@@ -8,13 +8,10 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 from mathutils import Matrix, Vector
 
 from . import handlers, pole
+from .polls import active_armature, armature_in_pose_mode
+from .props import SOLVER_ITEMS
 from .rig.base_pose import capture_base, release
 from .rig.plan import ChainError, chain_bones
-
-
-def _armature_in_pose_mode(context) -> bool:
-    ob = context.object
-    return ob is not None and ob.type == 'ARMATURE' and context.mode == 'POSE'
 
 
 class POSE_OT_fabrik_chain_add(bpy.types.Operator):
@@ -28,10 +25,7 @@ class POSE_OT_fabrik_chain_add(bpy.types.Operator):
         min=0, max=255, default=2,
     )
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", description="How the chain is solved",
-        items=(('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
-               ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for two bones")),
-        default='FABRIK',
+        name="Solver", description="How the chain is solved", items=SOLVER_ITEMS, default='FABRIK',
     )
     create_target: BoolProperty(  # type: ignore[valid-type]
         name="Create Target", description="Add an empty at the tip's tail, oriented like the tip, as target",
@@ -44,13 +38,17 @@ class POSE_OT_fabrik_chain_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        if not _armature_in_pose_mode(context):
+        if armature_in_pose_mode(context) is None:
             cls.poll_message_set("Select an armature in Pose Mode")
             return False
         if context.active_pose_bone is None:
             cls.poll_message_set("Make the chain's tip bone active")
             return False
         return True
+
+    def invoke(self, context, event):
+        # The options in a small dialog first; they stay editable in Adjust Last Operation (F9) afterwards.
+        return context.window_manager.invoke_props_dialog(self)
 
     def execute(self, context):
         ob = context.object
@@ -114,8 +112,8 @@ class POSE_OT_fabrik_chain_remove(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = context.object
-        if ob is None or ob.type != 'ARMATURE':
+        ob = active_armature(context)
+        if ob is None:
             cls.poll_message_set("Select an armature")
             return False
         if not len(ob.fabrik.chains):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,8 @@ class SolveResult:
         Passes used (0 when the start pose already satisfied the request).
     reached : bool
         ``error <= tolerance``.
+    stretch : float
+        The factor every bone's length was scaled by (1 without ``use_stretch``).
     frames : ndarray, shape (N, 3, 3), or None
         With joint limits: each bone's frame (columns X, Y along the bone, Z) as the limits measured it,
         rolls and hinge turns included (3D chains); None without limits.
@@ -30,6 +32,7 @@ class SolveResult:
     error: float
     iterations: int
     reached: bool
+    stretch: float = 1.0
     frames: np.ndarray | None = None
 
 
@@ -43,12 +46,19 @@ class ChainResults:
     error : ndarray, shape (C,)
     iterations : ndarray of int, shape (C,)
     reached : ndarray of bool, shape (C,)
+    stretch : ndarray, shape (C,)
+        Per-chain stretch factor (ones when not given).
     """
 
     joints: np.ndarray
     error: np.ndarray
     iterations: np.ndarray
     reached: np.ndarray
+    stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.stretch is None:
+            object.__setattr__(self, "stretch", np.ones(len(self.error)))
 
     def __len__(self) -> int:
         return len(self.error)
@@ -59,4 +69,5 @@ class ChainResults:
             error=float(self.error[index]),
             iterations=int(self.iterations[index]),
             reached=bool(self.reached[index]),
+            stretch=float(self.stretch[index]),
         )
