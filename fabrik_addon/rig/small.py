@@ -144,17 +144,21 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     influence = inputs.chain.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
-    turns = []
+    turns: list[Matrix] = []
     solved = result.joints
     if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
         # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
-        turns = [(result.frames[k] @ inputs.limits.frames[k].T).tolist() for k in range(placed)]
+        turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()) for k in range(placed)]
     elif placed and inputs.limits is not None:
-        turns = orient.segment_turns_floats(joints[:placed + 1], solved)
+        turns = [Matrix(rows) for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
     elif placed:
+        # orient.chain_turns_floats, its per-bone loop in mathutils (C, a fraction of the float loop's cost)
         side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-        turns = orient.chain_turns_floats(joints[:placed + 1], solved, None if inputs.pole is None else inputs.pole,
-                                          side)
+        turn = Matrix(orient.chain_frame_turn_floats(joints[:placed + 1], solved, inputs.pole, side))
+        for k in range(placed):
+            before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
+            turn = (turn @ before).rotation_difference(after).to_matrix() @ turn
+            turns.append(turn)
     rotations = []
     scales: list[Vector] = []
     above = pose.parent
@@ -165,7 +169,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         if frame is not None and k == last:
             rotation = Matrix(frame.tolist())
         else:
-            rotation = Matrix(turns[k]) @ m.to_3x3().normalized()
+            rotation = turns[k] @ m.to_3x3().normalized()
         if not stretching:
             ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
             q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()

@@ -196,45 +196,83 @@ def chain_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequen
                        pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> list[Rows]:
     """:func:`chain_turns` on plain floats: joints as ``[(x, y, z), ...]``, turns as rows of 3x3 matrices."""
     n = len(before) - 1
-    sb = [_sub(before[i + 1], before[i]) for i in range(n)]
-    sa = [_sub(after[i + 1], after[i]) for i in range(n)]
-    lb = [_norm(v) for v in sb]
-    la = [_norm(v) for v in sa]
-    total = sum(lb)
+    g0, g1, g2, g3, g4, g5, g6, g7, g8 = (c for row in chain_frame_turn_floats(before, after, pole, side) for c in row)
+    tiny = EPS * sum(_norm(_sub(before[i + 1], before[i])) for i in range(n))
+    out: list[Rows] = []
+    sqrt = math.sqrt
+    for i in range(n):
+        bx, by, bz = _sub(before[i + 1], before[i])
+        ax, ay, az = _sub(after[i + 1], after[i])
+        lb, la = sqrt(bx * bx + by * by + bz * bz), sqrt(ax * ax + ay * ay + az * az)
+        if lb > tiny and la > tiny:
+            # The start direction carried by the turn so far, then the least swing onto the solved one.
+            cx, cy, cz = g0 * bx + g1 * by + g2 * bz, g3 * bx + g4 * by + g5 * bz, g6 * bx + g7 * by + g8 * bz
+            norm = sqrt(cx * cx + cy * cy + cz * cz)
+            (a0, a1, a2), (a3, a4, a5), (a6, a7, a8) = _turn_rows((cx / norm, cy / norm, cz / norm),
+                                                                  (ax / la, ay / la, az / la))
+            g0, g1, g2, g3, g4, g5, g6, g7, g8 = (
+                a0 * g0 + a1 * g3 + a2 * g6, a0 * g1 + a1 * g4 + a2 * g7, a0 * g2 + a1 * g5 + a2 * g8,
+                a3 * g0 + a4 * g3 + a5 * g6, a3 * g1 + a4 * g4 + a5 * g7, a3 * g2 + a4 * g5 + a5 * g8,
+                a6 * g0 + a7 * g3 + a8 * g6, a6 * g1 + a7 * g4 + a8 * g7, a6 * g2 + a7 * g5 + a8 * g8)
+        out.append(((g0, g1, g2), (g3, g4, g5), (g6, g7, g8)))
+    return out
+
+
+def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
+                            pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> Rows:
+    """The chain's turn as one piece (step 1 of the module docstring), rows of a 3x3 matrix: what the
+    Blender layer's few-chain path starts its per-bone loop (in mathutils) from."""
+    sqrt = math.sqrt
+    n = len(before) - 1
+    first = before[0]
+    rx, ry, rz = float(first[0]), float(first[1]), float(first[2])
+    total = 0.0
+    px, py, pz = rx, ry, rz
+    sx = sy = sz = 0.0
+    for i in range(1, n + 1):
+        p = before[i]
+        x, y, z = float(p[0]), float(p[1]), float(p[2])
+        dx, dy, dz = x - px, y - py, z - pz
+        total += sqrt(dx * dx + dy * dy + dz * dz)
+        sx, sy, sz = sx + x, sy + y, sz + z
+        px, py, pz = x, y, z
+    sx, sy, sz = sx - px, sy - py, sz - pz  # interior joints only
     tiny = EPS * total
-    k_pre = _axis_floats(before, sb, tiny)
-    k_sol = _axis_floats(after, sa, tiny)
+    weight = SIDE_WEIGHT * total
+    k_pre = _axis_floats(before, [_sub(before[1], before[0])], tiny)
+    k_sol = _axis_floats(after, [_sub(after[1], after[0])], tiny)
     u_pre = None
     if side is not None:
         u_pre = _unit_floats(_across_floats((float(side[0]), float(side[1]), float(side[2])), k_pre), 1e-9)
     if u_pre is None:
         u_pre = perpendicular_floats(*k_pre)
-    weight = SIDE_WEIGHT * total
-    m = _bend_floats(before, k_pre)
+    m = (0.0, 0.0, 0.0) if n < 2 else _across_floats(
+        (sx / (n - 1) - rx, sy / (n - 1) - ry, sz / (n - 1) - rz), k_pre)
     b_pre = _unit_floats(_across_floats(_add(m, _scale(u_pre, weight * weight / max(_norm(m), weight))), k_pre),
                          1e-12) or u_pre
-    u_sol = _apply(_turn_rows(k_pre, k_sol), u_pre)
     b_sol = None
     if pole is not None:
         b_sol = _unit_floats(_across_floats(_sub(pole, after[0]), k_sol), tiny)
     if b_sol is None:
-        m = _bend_floats(after, k_sol)
+        u_sol = _apply(_turn_rows(k_pre, k_sol), u_pre)
+        m = (0.0, 0.0, 0.0)
+        if n >= 2:
+            ax = ay = az = 0.0
+            for i in range(1, n):
+                p = after[i]
+                ax, ay, az = ax + float(p[0]), ay + float(p[1]), az + float(p[2])
+            a0 = after[0]
+            m = _across_floats((ax / (n - 1) - float(a0[0]), ay / (n - 1) - float(a0[1]), az / (n - 1) - float(a0[2])),
+                               k_sol)
         b_sol = (_unit_floats(_across_floats(_add(m, _scale(u_sol, weight * weight / max(_norm(m), weight))), k_sol),
                               1e-12)
                  or _unit_floats(_across_floats(u_sol, k_sol), 1e-12) or u_sol)
-    c_pre = _cross(k_pre, b_pre)
-    c_sol = _cross(k_sol, b_sol)
-    # turn = [k_sol b_sol c_sol] @ [k_pre b_pre c_pre]^T
-    turn: Rows = tuple(  # type: ignore[assignment]
-        tuple(k_sol[r] * k_pre[c] + b_sol[r] * b_pre[c] + c_sol[r] * c_pre[c] for c in range(3)) for r in range(3))
-    out = []
-    for i in range(n):
-        if lb[i] > tiny and la[i] > tiny:
-            carried = _apply(turn, _scale(sb[i], 1.0 / lb[i]))
-            norm = _norm(carried)
-            turn = _mul(_turn_rows(_scale(carried, 1.0 / norm), _scale(sa[i], 1.0 / la[i])), turn)
-        out.append(turn)
-    return out
+    (p0, p1, p2), (q0, q1, q2), (r0, r1, r2) = k_pre, b_pre, _cross(k_pre, b_pre)
+    (s0, s1, s2), (t0, t1, t2), (v0, v1, v2) = k_sol, b_sol, _cross(k_sol, b_sol)
+    # [k_sol b_sol c_sol] @ [k_pre b_pre c_pre]^T
+    return ((s0 * p0 + t0 * q0 + v0 * r0, s0 * p1 + t0 * q1 + v0 * r1, s0 * p2 + t0 * q2 + v0 * r2),
+            (s1 * p0 + t1 * q0 + v1 * r0, s1 * p1 + t1 * q1 + v1 * r1, s1 * p2 + t1 * q2 + v1 * r2),
+            (s2 * p0 + t2 * q0 + v2 * r0, s2 * p1 + t2 * q1 + v2 * r1, s2 * p2 + t2 * q2 + v2 * r2))
 
 
 def segment_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]]) -> list[Rows]:
@@ -289,23 +327,8 @@ def _axis_floats(joints: Sequence[Sequence[float]], segments: list[Point], tiny:
     return k[0] / norm, k[1] / norm, k[2] / norm
 
 
-def _bend_floats(joints: Sequence[Sequence[float]], k: Point) -> Point:
-    n = len(joints) - 1
-    if n < 2:
-        return 0.0, 0.0, 0.0
-    sx = sum(float(p[0]) for p in joints[1:n]) / (n - 1)
-    sy = sum(float(p[1]) for p in joints[1:n]) / (n - 1)
-    sz = sum(float(p[2]) for p in joints[1:n]) / (n - 1)
-    return _across_floats(_sub((sx, sy, sz), joints[0]), k)
-
-
 def _apply(m: Rows, v: Point) -> Point:
     return _dot(m[0], v), _dot(m[1], v), _dot(m[2], v)
-
-
-def _mul(a: Rows, b: Rows) -> Rows:
-    return tuple(  # type: ignore[return-value]
-        tuple(a[r][0] * b[0][c] + a[r][1] * b[1][c] + a[r][2] * b[2][c] for c in range(3)) for r in range(3))
 
 
 def _turn_rows(a: Point, b: Point) -> Rows:
