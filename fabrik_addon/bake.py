@@ -1,4 +1,5 @@
-"""Bake the live IK pose to rotation keyframes, and measure how far the keys drift from it."""
+"""Bake the live IK pose to rotation keyframes (and scale Y keys for bones that stretch), and measure how far
+the keys drift from it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from .polls import active_armature
 from .rig.plan import ChainError, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
+# A stretching chain's bone is keyed on scale Y only if it leaves its scale without IK by more than this
+# fraction somewhere in the range.
+STRETCH_KEY_THRESHOLD = 1e-6
 
 
 @dataclass
@@ -67,6 +71,7 @@ class BakedBones:
     names: list[str]
     modes: list[str]
     of_chain: dict[int, list[str]]  # chain index -> its bones
+    stretching: list[str]  # bones of stretching chains: their scale is sampled, and keyed where it changes
 
 
 @dataclass
@@ -76,10 +81,12 @@ class Samples:
     live: np.ndarray  # (frames, bones, 2, 3) world-space heads and tails
     tracks: list[np.ndarray]  # per bone, (keyed frames, channels), continuous frame to frame
     reaches: list[float]  # per bone, how far a turn of it can move baked points (reduction only)
+    scales: dict[str, np.ndarray]  # stretched bones -> their scale Y at the keyed frames
 
 
 def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, progress=None) -> BakeResult:
-    """Sample the live IK of ``chain_indices`` over the frames and key each bone's rotation channels.
+    """Sample the live IK of ``chain_indices`` over the frames and key each bone's rotation channels (and
+    the scale Y of bones that stretch).
 
     Raises ``ValueError`` (with a message for the user) when nothing can be baked.
     """
@@ -121,10 +128,13 @@ def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
     names: list[str] = []
     of_chain: dict[int, list[str]] = {}
+    stretching: list[str] = []
     for i in chain_indices:
         of_chain[i] = plans[i].bones
         names.extend(b for b in plans[i].bones if b not in names)
-    return BakedBones(names, [ob.pose.bones[name].rotation_mode for name in names], of_chain)
+        if chains[i].use_stretch:
+            stretching.extend(b for b in plans[i].bones if b not in stretching)
+    return BakedBones(names, [ob.pose.bones[name].rotation_mode for name in names], of_chain, stretching)
 
 
 def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) -> Samples:
@@ -132,6 +142,7 @@ def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) 
     all_frames, keyed_frames = options.frames(), set(options.keyed_frames())
     pose_bones = [ob.pose.bones[name] for name in bones.names]
     values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones.names}
+    scales: dict[str, list[float]] = {name: [] for name in bones.stretching}
     live = np.empty((len(all_frames), len(bones.names), 2, 3))
     total_steps = len(all_frames) * (1 + len(options.budgets()))
     for k, frame in enumerate(all_frames):
@@ -140,13 +151,22 @@ def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) 
         if frame in keyed_frames:
             for name, pb in zip(bones.names, pose_bones):
                 values[name].append(adapter.read_rotation(pb))
+                if name in scales:
+                    scales[name].append(pb.scale[1])
         if progress:
             progress(k + 1, total_steps)
     # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
     tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones.names,
                                                                                                  bones.modes)]
     reaches = [_reach(live, b) for b in range(len(bones.names))] if options.reduce_tolerance > 0.0 else []
-    return Samples(live, tracks, reaches)
+    # Only bones that do stretch get scale keys: a scale that never left its value without IK is not keyed.
+    stretched = {}
+    for name, track in scales.items():
+        base = ob.pose.bones[name].fabrik_base
+        rest = base.scale[1] if base.scale_captured else track[0]
+        if np.abs(np.array(track) - rest).max(initial=0.0) > STRETCH_KEY_THRESHOLD * abs(rest):
+            stretched[name] = np.array(track, dtype=np.float64)[:, None]
+    return Samples(live, tracks, reaches, stretched)
 
 
 def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOptions,
@@ -159,7 +179,7 @@ def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOp
 
     def write(factor: float) -> int:
         return _write_keys(ob, bones.names, bones.modes, keyed_frames, samples.tracks, samples.reaches, all_frames,
-                           tolerance, factor)
+                           tolerance, factor, samples.scales)
 
     passed = None
     key_seconds = 0.0
@@ -210,40 +230,50 @@ def _heads_and_tails(ob, depsgraph, bones: list[str]) -> np.ndarray:
                      for name in bones])
 
 
-def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_tolerance, loosen=1.0) -> int:
-    """Replace the keys inside the frame range on each bone's rotation channels; returns keys written."""
+def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_tolerance, loosen=1.0,
+                scales=None) -> int:
+    """Replace the keys inside the frame range on each bone's rotation channels (and the scale Y of
+    stretched bones, ``scales``); returns keys written."""
     fcurves = compat.ensure_fcurves(ob)
-    first, last = all_frames[0], all_frames[-1]
     written = 0
-    for b, (name, mode) in enumerate(zip(bones, modes)):
-        track = tracks[b]
+    channels = [(name, mode, adapter.rotation_data_path(name, mode), tracks[b], b) for b, (name, mode)
+                in enumerate(zip(bones, modes))]
+    channels += [(name, 'SCALE', adapter.bone_path(name, "scale"), track, bones.index(name))
+                 for name, track in (scales or {}).items()]
+    for name, mode, path, track, b in channels:
         keep = np.arange(len(frames))
         if reduce_tolerance > 0.0:
-            # Each bone may spend an equal share of the tolerance; its angle error moves points at most
-            # angle * reach, so keys are dropped while every bone stays within its angular share.
-            budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
+            # Each bone's rotation (and stretch) may spend an equal share of the tolerance; an angle (stretch)
+            # error moves points at most angle (stretch) * reach, so keys are dropped while each stays within.
+            budget = loosen * reduce_tolerance / (len(channels) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
-        path = adapter.rotation_data_path(name, mode)
-        for index in range(track.shape[1]):
+        indices = [1] if mode == 'SCALE' else range(track.shape[1])
+        for column, index in enumerate(indices):
             fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, name)
-            points = fcurve.keyframe_points
-            for point in reversed(list(points)):
-                if first <= point.co.x <= last:
-                    points.remove(point, fast=True)
-            before = len(points)
-            points.add(len(keep))
-            co = np.empty(2 * len(points))
-            points.foreach_get("co", co)
-            co[2 * before::2] = np.array(frames, dtype=np.float64)[keep]
-            co[2 * before + 1::2] = track[keep, index]
-            points.foreach_set("co", co)
-            interpolation = np.empty(len(points), dtype=np.int32)
-            points.foreach_get("interpolation", interpolation)
-            interpolation[before:] = LINEAR
-            points.foreach_set("interpolation", interpolation)
-            fcurve.update()
+            _replace_keys(fcurve, all_frames[0], all_frames[-1], np.array(frames, dtype=np.float64)[keep],
+                          track[keep, column])
             written += len(keep)
     return written
+
+
+def _replace_keys(fcurve, first: int, last: int, frames: np.ndarray, values: np.ndarray) -> None:
+    """Linear keys at ``frames`` in place of the F-curve's keys within [first, last]."""
+    points = fcurve.keyframe_points
+    for point in reversed(list(points)):
+        if first <= point.co.x <= last:
+            points.remove(point, fast=True)
+    before = len(points)
+    points.add(len(frames))
+    co = np.empty(2 * len(points))
+    points.foreach_get("co", co)
+    co[2 * before::2] = frames
+    co[2 * before + 1::2] = values
+    points.foreach_set("co", co)
+    interpolation = np.empty(len(points), dtype=np.int32)
+    points.foreach_get("interpolation", interpolation)
+    interpolation[before:] = LINEAR
+    points.foreach_set("interpolation", interpolation)
+    fcurve.update()
 
 
 def _continuous(mode: str, track: np.ndarray) -> np.ndarray:
@@ -287,6 +317,8 @@ def _reduce(mode: str, track: np.ndarray, budget: float) -> np.ndarray:
 
 
 def _angle(mode: str, played, sampled) -> float:
+    if mode == 'SCALE':  # a scale track: its error is the difference in stretch
+        return float(np.abs(np.asarray(played) - np.asarray(sampled)).max())
     p = adapter.quaternion_from_channels(mode, tuple(played))
     s = adapter.quaternion_from_channels(mode, tuple(sampled))
     return p.rotation_difference(s).angle if isinstance(p, Quaternion) else 0.0
@@ -301,7 +333,8 @@ def default_range(scene) -> tuple[int, int]:
 class POSE_OT_fabrik_bake(bpy.types.Operator):
     bl_idname = "pose.fabrik_bake"
     bl_label = "Bake FABRIK IK"
-    bl_description = "Key the live IK pose of the chains' bones (rotation channels only) over a frame range"
+    bl_description = ("Key the live IK pose of the chains' bones over a frame range: rotation channels, and scale Y "
+                      "of bones that stretch")
     bl_options = {'REGISTER', 'UNDO'}
 
     frame_start: IntProperty(  # type: ignore[valid-type]

@@ -41,6 +41,15 @@ def _chain_enabled_changed(self, context) -> None:
     _changed(self, context)
 
 
+def _stretch_changed(self, context) -> None:
+    """Stretch switched off gives the chain's bones back their scale without IK."""
+    from .rig import base_pose
+
+    if not self.use_stretch:
+        base_pose.release(self.id_data, [self], rotations=False)
+    _changed(self, context)
+
+
 def _rig_enabled_changed(self, context) -> None:
     from .rig import base_pose
 
@@ -114,7 +123,8 @@ class FabrikJointLimit(bpy.types.PropertyGroup):
 
 
 class FabrikBasePose(bpy.types.PropertyGroup):
-    """The rotation a chain bone has without IK when it has no keys: the start pose of every solve."""
+    """The rotation (and, for stretching chains, scale) a chain bone has without IK when it has no keys:
+    the start pose of every solve."""
 
     __slots__ = ()
 
@@ -124,6 +134,14 @@ class FabrikBasePose(bpy.types.PropertyGroup):
     rotation: FloatVectorProperty(  # type: ignore[valid-type]
         name="Base Rotation", description="Rotation (wxyz quaternion, basis space) the bone has without IK",
         size=4, default=(1.0, 0.0, 0.0, 0.0),
+    )
+    scale_captured: BoolProperty(  # type: ignore[valid-type]
+        name="Scale Captured", description="A base scale was stored for this bone (it belongs to a stretching chain)",
+        default=False,
+    )
+    scale: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Base Scale", description="Scale the bone has without IK (stretch writes on top of it)",
+        size=3, default=(1.0, 1.0, 1.0),
     )
 
 
@@ -171,6 +189,23 @@ class FabrikChain(bpy.types.PropertyGroup):
         description="The tip bone's head lands on the target and it takes the target's orientation; "
                     "the bones above it form the chain",
         default=False, update=_changed,
+    )
+    softness: FloatProperty(  # type: ignore[valid-type]
+        name="Softness",
+        description="Fraction of the chain's reach over which the tip eases toward full extension, so the "
+                    "chain never snaps straight (soft IK); 0 reaches exactly",
+        min=0.0, max=0.5, default=0.0, subtype='FACTOR', override={'LIBRARY_OVERRIDABLE'}, update=_changed,
+    )
+    use_stretch: BoolProperty(  # type: ignore[valid-type]
+        name="Stretch",
+        description="Scale the chain's bones along their length (pose scale Y, all by one factor) so the tip "
+                    "reaches a target beyond full extension",
+        default=False, override={'LIBRARY_OVERRIDABLE'}, update=_stretch_changed,
+    )
+    max_stretch: FloatProperty(  # type: ignore[valid-type]
+        name="Max Stretch",
+        description="Largest stretch factor; beyond it the chain reaches toward the target without growing more",
+        min=1.0, soft_max=5.0, default=1.5, override={'LIBRARY_OVERRIDABLE'}, update=_changed,
     )
     influence: FloatProperty(  # type: ignore[valid-type]
         name="Influence", description="Blend between the pose without IK (0) and the full IK pose (1)",

@@ -165,9 +165,26 @@ def _reference_problem(ob, chain, bones: list[str]) -> str:
         check_references(ob, chain, bones)
     except ChainError as error:
         return rpt_("Chain '{}': {}").format(chain.name, str(error))
+    above = set()  # bones the chain hangs from
+    bone = ob.data.bones[bones[0]].parent
+    while bone is not None:
+        above.add(bone.name)
+        bone = bone.parent
+    carriers = set()  # the armature and the objects it hangs from: moving one of them moves the chain
+    walk = ob
+    while walk is not None:
+        carriers.add(walk.as_pointer())
+        walk = walk.parent
     for thing, bone_name in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
         if thing is None:
             continue
+        is_bone = thing.type == 'ARMATURE' and bool(bone_name)
+        if thing.as_pointer() in carriers and not is_bone:
+            return rpt_("Chain '{}': '{}' carries the armature; moving it would move the chain").format(
+                chain.name, thing.name)
+        if is_bone and thing == ob and bone_name in above:
+            return rpt_("Chain '{}': bone '{}' carries the chain; moving it would move the chain").format(
+                chain.name, bone_name)
         if thing.library is not None and thing.override_library is None:
             return rpt_("Chain '{}': '{}' is linked from a library and cannot be moved").format(chain.name,
                                                                                                 thing.name)
@@ -368,27 +385,30 @@ def _indices(ob, all_chains: bool) -> list[int]:
     return snap_group(ob, min(settings.active_chain_index, len(settings.chains) - 1))
 
 
-def _keyframe(operator, context) -> bool:
-    if operator.properties.is_property_set("keyframe"):
-        return bool(operator.keyframe)
-    return bool(context.scene.tool_settings.use_keyframe_insert_auto)
+class _Snap:
+    """What both snap operators share: the keying default and the report."""
 
+    def keyframe_wanted(self, context) -> bool:
+        """``keyframe`` as given, else the scene's auto-keying."""
+        if self.properties.is_property_set("keyframe"):
+            return bool(self.keyframe)
+        return bool(context.scene.tool_settings.use_keyframe_insert_auto)
 
-def _finish(operator, result: SnapResult, verb: str) -> set[str]:
-    for warning in result.warnings:
-        operator.report({'WARNING'}, warning)
-    if not result.snapped:
-        operator.report({'ERROR'}, "; ".join(result.errors) or rpt_("Nothing to snap"))
-        return {'CANCELLED'}
-    if result.errors:
-        operator.report({'WARNING'}, rpt_("Snapped {}; not snapped: {}").format(", ".join(result.snapped),
+    def finish(self, result: SnapResult, verb: str) -> set[str]:
+        for warning in result.warnings:
+            self.report({'WARNING'}, warning)
+        if not result.snapped:
+            self.report({'ERROR'}, "; ".join(result.errors) or rpt_("Nothing to snap"))
+            return {'CANCELLED'}
+        if result.errors:
+            self.report({'WARNING'}, rpt_("Snapped {}; not snapped: {}").format(", ".join(result.snapped),
                                                                                "; ".join(result.errors)))
-    else:
-        operator.report({'INFO'}, rpt_("{}: {}").format(verb, ", ".join(result.snapped)))
-    return {'FINISHED'}
+        else:
+            self.report({'INFO'}, rpt_("{}: {}").format(verb, ", ".join(result.snapped)))
+        return {'FINISHED'}
 
 
-class POSE_OT_fabrik_snap_ik_to_fk(bpy.types.Operator):
+class POSE_OT_fabrik_snap_ik_to_fk(_Snap, bpy.types.Operator):
     bl_idname = "pose.fabrik_snap_ik_to_fk"
     bl_label = "Snap IK to FK"
     bl_description = ("Move the active chain's target (and pole) onto its FK pose, so that switching to IK "
@@ -411,11 +431,11 @@ class POSE_OT_fabrik_snap_ik_to_fk(bpy.types.Operator):
 
     def execute(self, context):
         ob = context.object
-        result = snap_ik_to_fk(context, ob, _indices(ob, self.all_chains), _keyframe(self, context))
-        return _finish(self, result, rpt_("Targets snapped to FK"))
+        result = snap_ik_to_fk(context, ob, _indices(ob, self.all_chains), self.keyframe_wanted(context))
+        return self.finish(result, rpt_("Targets snapped to FK"))
 
 
-class POSE_OT_fabrik_snap_fk_to_ik(bpy.types.Operator):
+class POSE_OT_fabrik_snap_fk_to_ik(_Snap, bpy.types.Operator):
     bl_idname = "pose.fabrik_snap_fk_to_ik"
     bl_label = "Snap FK to IK"
     bl_description = ("Make the active chain's IK pose its bones' own pose (their pose without IK), "
@@ -442,5 +462,6 @@ class POSE_OT_fabrik_snap_fk_to_ik(bpy.types.Operator):
 
     def execute(self, context):
         ob = context.object
-        result = snap_fk_to_ik(context, ob, _indices(ob, self.all_chains), _keyframe(self, context), self.disable)
-        return _finish(self, result, rpt_("FK snapped to IK"))
+        result = snap_fk_to_ik(context, ob, _indices(ob, self.all_chains), self.keyframe_wanted(context),
+                               self.disable)
+        return self.finish(result, rpt_("FK snapped to IK"))

@@ -96,6 +96,13 @@ class VIEW3D_PT_fabrik_chain(_FabrikPanel, bpy.types.Panel):
         col.prop(chain, "weight", slider=True)
         col.prop(chain, "match_target_rotation")
 
+        col = layout.column()
+        col.prop(chain, "softness", slider=True)
+        col.prop(chain, "use_stretch")
+        sub = col.column()
+        sub.active = chain.use_stretch  # greyed out: it only applies while stretching
+        sub.prop(chain, "max_stretch")
+
 
 class VIEW3D_PT_fabrik_limit(_FabrikPanel, bpy.types.Panel):
     bl_idname = "VIEW3D_PT_fabrik_limit"

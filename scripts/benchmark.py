@@ -2,6 +2,7 @@
 
     python scripts/benchmark.py solver [--json]
     python scripts/benchmark.py blender [--json]
+    python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
 Times are medians of repeated runs on this machine; ratios are measured in the same run.
@@ -122,7 +123,7 @@ def print_solver(data: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("solver", "blender", "all"))
+    parser.add_argument("what", choices=("solver", "blender", "soft", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args()
     out = {}
@@ -130,6 +131,13 @@ def main() -> None:
         out["solver"] = bench_solver()
         if not args.json:
             print_solver(out["solver"])
+    if args.what in ("soft", "all"):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import soft_bench
+
+        out["soft"] = soft_bench.run()
+        if not args.json:
+            soft_bench.print_table(out["soft"])
     if args.what in ("blender", "all"):
         sys.path.insert(0, str(ROOT / "scripts"))
         import blender_bench

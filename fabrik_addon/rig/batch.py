@@ -138,11 +138,13 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
     for (_, has_pole, tolerance, iterations), members in requests.items():
+        softness = [e.inputs.chain.softness for e in members]
         try:
             results = solve_chains(np.stack([e.inputs.start for e in members]),
                                    np.array([e.target for e in members]), tolerance=tolerance,
                                    max_iterations=iterations,
-                                   poles=np.array([e.pole for e in members]) if has_pole else None)
+                                   poles=np.array([e.pole for e in members]) if has_pole else None,
+                                   softness=np.array(softness) if any(softness) else 0.0)
         except ValueError as error:
             for entry in members:
                 entry.invalid = str(error)
@@ -194,7 +196,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
             elif chain.solver == 'TWO_BONE' or inputs.limits is not None:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
-                                limits=inputs.limits, max_iterations=inputs.iterations)
+                                limits=inputs.limits, max_iterations=inputs.iterations, softness=chain.softness)
                 entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
             else:
                 entry.target = target
