@@ -269,14 +269,11 @@ def _turns(group, valid, solved: dict[int, Entry], pre, joints, moved, placed) -
     count, n = pre.shape[0], pre.shape[1]
     turn = np.zeros((count, n, 3, 3))
     turn[..., _DIAGONAL, _DIAGONAL] = 1.0
-    poles = np.full((count, 3), np.nan)
-    sides = np.empty((count, 3))
-    for v, c in enumerate(valid):
-        inputs = solved[c].inputs
-        if inputs.pole is not None:
-            poles[v] = inputs.pole
-        if inputs.placed:
-            sides[v] = rest_side(group[c][0].arm.ob, inputs.plan, inputs.placed)
+    entries = [solved[c].inputs for c in valid]
+    nan = (np.nan, np.nan, np.nan)
+    poles = np.array([nan if e.pole is None else e.pole.to_tuple() for e in entries])
+    sides = np.array([rest_side(group[c][0].arm.ob, e.plan, e.placed) if e.placed else (0.0, 0.0, 1.0)
+                      for c, e in zip(valid, entries)])
     sides = np.einsum("cij,cj->ci", normalized(pre[:, 0, :3, :3], axis=-2), sides)
     limited = np.array([solved[c].inputs.limits is not None for c in valid])
     for count_placed in np.unique(placed).tolist():

@@ -144,21 +144,19 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     influence = inputs.chain.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
-    turns: list[Matrix] = []
+    turns: list[Matrix] | None = None
     solved = result.joints
+    transport = None  # the chain's turn so far, a Quaternion, when the bones are parallel transported
     if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
         # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
         turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()) for k in range(placed)]
     elif placed and inputs.limits is not None:
         turns = [Matrix(rows) for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
     elif placed:
-        # orient.chain_turns_floats, its per-bone loop in mathutils (C, a fraction of the float loop's cost)
+        # orient.chain_turns_floats with its per-bone loop below in mathutils (C: a fraction of the cost)
         side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-        turn = Matrix(orient.chain_frame_turn_floats(joints[:placed + 1], solved, inputs.pole, side))
-        for k in range(placed):
-            before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
-            turn = (turn @ before).rotation_difference(after).to_matrix() @ turn
-            turns.append(turn)
+        transport = Matrix(orient.chain_frame_turn_floats(joints[:placed + 1], solved, inputs.pole,
+                                                          side)).to_quaternion()
     rotations = []
     scales: list[Vector] = []
     above = pose.parent
@@ -168,8 +166,13 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         m = pose.pre[k]
         if frame is not None and k == last:
             rotation = Matrix(frame.tolist())
-        else:
+        elif turns is not None:
             rotation = turns[k] @ m.to_3x3().normalized()
+        else:
+            assert transport is not None
+            transport = (transport @ (joints[k + 1] - joints[k])).rotation_difference(solved[k + 1] - solved[k]) \
+                @ transport
+            rotation = transport.to_matrix() @ m.to_3x3().normalized()
         if not stretching:
             ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
             q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
