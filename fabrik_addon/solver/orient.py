@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .prepare import EPS
-from .rotations import cross, matrices_from_two_vectors, normalized, perpendicular_floats
+from .rotations import cross, matrices_from_two_vectors, normalized, perpendicular_floats, turn_floats
 
 Point = tuple[float, float, float]
 Rows = tuple[Point, Point, Point]
@@ -221,11 +221,15 @@ def chain_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequen
 def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
                             pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> Rows:
     """The chain's turn as one piece (step 1 of the module docstring), rows of a 3x3 matrix: what the
-    Blender layer's few-chain path starts its per-bone loop (in mathutils) from."""
+    Blender layer's few-chain path starts its per-bone loop (in mathutils) from.
+
+    Written out without helper calls: it runs per chain per frame, where each Python call costs about
+    as much as ten float operations.
+    """
     sqrt = math.sqrt
     n = len(before) - 1
-    first = before[0]
-    rx, ry, rz = float(first[0]), float(first[1]), float(first[2])
+    p = before[0]
+    rx, ry, rz = float(p[0]), float(p[1]), float(p[2])
     total = 0.0
     px, py, pz = rx, ry, rz
     sx = sy = sz = 0.0
@@ -236,43 +240,89 @@ def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[S
         total += sqrt(dx * dx + dy * dy + dz * dz)
         sx, sy, sz = sx + x, sy + y, sz + z
         px, py, pz = x, y, z
-    sx, sy, sz = sx - px, sy - py, sz - pz  # interior joints only
     tiny = EPS * total
     weight = SIDE_WEIGHT * total
-    k_pre = _axis_floats(before, [_sub(before[1], before[0])], tiny)
-    k_sol = _axis_floats(after, [_sub(after[1], after[0])], tiny)
-    u_pre = None
+    # k_pre: root to tip (the first bone where they meet)
+    kx, ky, kz = px - rx, py - ry, pz - rz
+    k = sqrt(kx * kx + ky * ky + kz * kz)
+    if k <= tiny:
+        p = before[1]
+        kx, ky, kz = float(p[0]) - rx, float(p[1]) - ry, float(p[2]) - rz
+        k = sqrt(kx * kx + ky * ky + kz * kz)
+    kx, ky, kz = kx / k, ky / k, kz / k
+    # k_sol
+    p, q = after[0], after[n]
+    ox, oy, oz = float(p[0]), float(p[1]), float(p[2])
+    lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
+    g = sqrt(lx * lx + ly * ly + lz * lz)
+    if g <= tiny:
+        q = after[1]
+        lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
+        g = sqrt(lx * lx + ly * ly + lz * lz)
+    lx, ly, lz = lx / g, ly / g, lz / g
+    # u_pre: the side across k_pre
+    ux = uy = uz = 0.0
+    u = 0.0
     if side is not None:
-        u_pre = _unit_floats(_across_floats((float(side[0]), float(side[1]), float(side[2])), k_pre), 1e-9)
-    if u_pre is None:
-        u_pre = perpendicular_floats(*k_pre)
-    m = (0.0, 0.0, 0.0) if n < 2 else _across_floats(
-        (sx / (n - 1) - rx, sy / (n - 1) - ry, sz / (n - 1) - rz), k_pre)
-    b_pre = _unit_floats(_across_floats(_add(m, _scale(u_pre, weight * weight / max(_norm(m), weight))), k_pre),
-                         1e-12) or u_pre
-    b_sol = None
+        ux, uy, uz = float(side[0]), float(side[1]), float(side[2])
+        t = ux * kx + uy * ky + uz * kz
+        ux, uy, uz = ux - t * kx, uy - t * ky, uz - t * kz
+        u = sqrt(ux * ux + uy * uy + uz * uz)
+    if u > 1e-9:
+        ux, uy, uz = ux / u, uy / u, uz / u
+    else:
+        ux, uy, uz = perpendicular_floats(kx, ky, kz)
+    # b_pre: the mean bend across k_pre, plus the side's fading weight
+    mx = my = mz = 0.0
+    if n >= 2:
+        sx, sy, sz = sx - px, sy - py, sz - pz  # interior joints only
+        mx, my, mz = sx / (n - 1) - rx, sy / (n - 1) - ry, sz / (n - 1) - rz
+        t = mx * kx + my * ky + mz * kz
+        mx, my, mz = mx - t * kx, my - t * ky, mz - t * kz
+    w = weight * weight / max(sqrt(mx * mx + my * my + mz * mz), weight)
+    bx, by, bz = mx + w * ux, my + w * uy, mz + w * uz
+    t = bx * kx + by * ky + bz * kz
+    bx, by, bz = bx - t * kx, by - t * ky, bz - t * kz
+    b = sqrt(bx * bx + by * by + bz * bz)
+    bx, by, bz = (bx / b, by / b, bz / b) if b > 1e-12 else (ux, uy, uz)
+    # b_sol: toward the pole, else the solved mean bend plus the side carried by the least aim
+    cx = cy = cz = 0.0
+    c = 0.0
     if pole is not None:
-        b_sol = _unit_floats(_across_floats(_sub(pole, after[0]), k_sol), tiny)
-    if b_sol is None:
-        u_sol = _apply(_turn_rows(k_pre, k_sol), u_pre)
-        m = (0.0, 0.0, 0.0)
+        cx, cy, cz = float(pole[0]) - ox, float(pole[1]) - oy, float(pole[2]) - oz
+        t = cx * lx + cy * ly + cz * lz
+        cx, cy, cz = cx - t * lx, cy - t * ly, cz - t * lz
+        c = sqrt(cx * cx + cy * cy + cz * cz)
+    if c > tiny:
+        cx, cy, cz = cx / c, cy / c, cz / c
+    else:
+        vx, vy, vz = turn_floats(kx, ky, kz, lx, ly, lz, ux, uy, uz)
+        mx = my = mz = 0.0
         if n >= 2:
-            ax = ay = az = 0.0
             for i in range(1, n):
-                p = after[i]
-                ax, ay, az = ax + float(p[0]), ay + float(p[1]), az + float(p[2])
-            a0 = after[0]
-            m = _across_floats((ax / (n - 1) - float(a0[0]), ay / (n - 1) - float(a0[1]), az / (n - 1) - float(a0[2])),
-                               k_sol)
-        b_sol = (_unit_floats(_across_floats(_add(m, _scale(u_sol, weight * weight / max(_norm(m), weight))), k_sol),
-                              1e-12)
-                 or _unit_floats(_across_floats(u_sol, k_sol), 1e-12) or u_sol)
-    (p0, p1, p2), (q0, q1, q2), (r0, r1, r2) = k_pre, b_pre, _cross(k_pre, b_pre)
-    (s0, s1, s2), (t0, t1, t2), (v0, v1, v2) = k_sol, b_sol, _cross(k_sol, b_sol)
-    # [k_sol b_sol c_sol] @ [k_pre b_pre c_pre]^T
-    return ((s0 * p0 + t0 * q0 + v0 * r0, s0 * p1 + t0 * q1 + v0 * r1, s0 * p2 + t0 * q2 + v0 * r2),
-            (s1 * p0 + t1 * q0 + v1 * r0, s1 * p1 + t1 * q1 + v1 * r1, s1 * p2 + t1 * q2 + v1 * r2),
-            (s2 * p0 + t2 * q0 + v2 * r0, s2 * p1 + t2 * q1 + v2 * r1, s2 * p2 + t2 * q2 + v2 * r2))
+                q = after[i]
+                mx, my, mz = mx + float(q[0]), my + float(q[1]), mz + float(q[2])
+            mx, my, mz = mx / (n - 1) - ox, my / (n - 1) - oy, mz / (n - 1) - oz
+            t = mx * lx + my * ly + mz * lz
+            mx, my, mz = mx - t * lx, my - t * ly, mz - t * lz
+        w = weight * weight / max(sqrt(mx * mx + my * my + mz * mz), weight)
+        cx, cy, cz = mx + w * vx, my + w * vy, mz + w * vz
+        t = cx * lx + cy * ly + cz * lz
+        cx, cy, cz = cx - t * lx, cy - t * ly, cz - t * lz
+        c = sqrt(cx * cx + cy * cy + cz * cz)
+        if c <= 1e-12:
+            t = vx * lx + vy * ly + vz * lz
+            cx, cy, cz = vx - t * lx, vy - t * ly, vz - t * lz
+            c = sqrt(cx * cx + cy * cy + cz * cz)
+            if c <= 1e-12:
+                cx, cy, cz, c = vx, vy, vz, 1.0
+        cx, cy, cz = cx / c, cy / c, cz / c
+    # [k_sol b_sol k_sol x b_sol] @ [k_pre b_pre k_pre x b_pre]^T
+    r0, r1, r2 = ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx
+    v0, v1, v2 = ly * cz - lz * cy, lz * cx - lx * cz, lx * cy - ly * cx
+    return ((lx * kx + cx * bx + v0 * r0, lx * ky + cx * by + v0 * r1, lx * kz + cx * bz + v0 * r2),
+            (ly * kx + cy * bx + v1 * r0, ly * ky + cy * by + v1 * r1, ly * kz + cy * bz + v1 * r2),
+            (lz * kx + cz * bx + v2 * r0, lz * ky + cz * by + v2 * r1, lz * kz + cz * bz + v2 * r2))
 
 
 def segment_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]]) -> list[Rows]:
@@ -289,10 +339,6 @@ def _sub(a: Sequence[float], b: Sequence[float]) -> Point:
     return float(a[0]) - float(b[0]), float(a[1]) - float(b[1]), float(a[2]) - float(b[2])
 
 
-def _add(a: Point, b: Point) -> Point:
-    return a[0] + b[0], a[1] + b[1], a[2] + b[2]
-
-
 def _scale(a: Point, s: float) -> Point:
     return a[0] * s, a[1] * s, a[2] * s
 
@@ -307,28 +353,6 @@ def _cross(a: Point, b: Point) -> Point:
 
 def _norm(a: Point) -> float:
     return math.sqrt(a[0] * a[0] + a[1] * a[1] + a[2] * a[2])
-
-
-def _unit_floats(a: Point, floor: float) -> Point | None:
-    norm = _norm(a)
-    return None if not norm > floor else (a[0] / norm, a[1] / norm, a[2] / norm)
-
-
-def _across_floats(v: Point, k: Point) -> Point:
-    t = _dot(v, k)
-    return v[0] - t * k[0], v[1] - t * k[1], v[2] - t * k[2]
-
-
-def _axis_floats(joints: Sequence[Sequence[float]], segments: list[Point], tiny: float) -> Point:
-    k = _sub(joints[-1], joints[0])
-    if _norm(k) <= tiny:
-        k = segments[0]
-    norm = _norm(k)
-    return k[0] / norm, k[1] / norm, k[2] / norm
-
-
-def _apply(m: Rows, v: Point) -> Point:
-    return _dot(m[0], v), _dot(m[1], v), _dot(m[2], v)
 
 
 def _turn_rows(a: Point, b: Point) -> Rows:
