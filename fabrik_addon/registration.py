@@ -32,7 +32,8 @@ PROPERTIES = (
 def register() -> None:
     _register_classes()
     for owner, attr, group, name, description in PROPERTIES:
-        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description))
+        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description,
+                                                       override=props.OVERRIDABLE))
     handlers.install()
 
 
