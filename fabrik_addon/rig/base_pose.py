@@ -16,7 +16,7 @@ from .plan import ChainError, chain_bones
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
     """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored."""
     mode = pose_bone.rotation_mode
-    path = f'pose.bones["{pose_bone.name}"].{adapter.rotation_path(mode)}'
+    path = adapter.rotation_data_path(pose_bone.name, mode)
     stored = stored_channels(pose_bone)
     current = adapter.read_rotation(evaluated_bone)
     return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
@@ -83,22 +83,29 @@ def capture_base(pose_bone) -> None:
     q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
     pose_bone.fabrik_base.rotation = tuple(q)
     pose_bone.fabrik_base.captured = True
-    rig_cache = cache.peek(pose_bone.id_data.name)
+    rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
         rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
         rig_cache.static_base.pop(i, None)
 
 
-def restore_base(pose_bone) -> None:
-    """Put back the stored pose without IK (used when a chain is disabled or removed)."""
+def restore_base(pose_bone, evaluated_bone=None, animated: set | None = None) -> None:
+    """Put back the pose without IK (used when a chain is disabled or removed): the stored one, or with
+    ``evaluated_bone``, its keyed or driven channels as evaluated and the others as stored."""
     base = pose_bone.fabrik_base
-    if base.captured:
-        adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
+    if not base.captured:
+        return
+    if evaluated_bone is not None and animated:
+        setattr(pose_bone, adapter.rotation_path(pose_bone.rotation_mode),
+                base_channels(pose_bone, evaluated_bone, animated))
+        return
+    adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
 
 
-def release(ob, chains) -> None:
-    """Give the bones of ``chains`` back their stored pose, except bones another active chain still drives."""
+def release(ob, chains, ev=None) -> None:
+    """Give the bones of ``chains`` back their pose without IK, except bones another active chain still
+    drives (``ev``: the evaluated armature, whose animated channels then count, as in a solve)."""
     active = set()
     if ob.fabrik.enabled:
         for chain in ob.fabrik.chains:
@@ -112,6 +119,7 @@ def release(ob, chains) -> None:
             names = chain_bones(ob, chain)
         except ChainError:
             continue
+        animated = cache.get(ob).animated_paths if ev is not None else None
         for name in names:
             if name not in active:
-                restore_base(ob.pose.bones[name])
+                restore_base(ob.pose.bones[name], None if ev is None else ev.pose.bones.get(name), animated)

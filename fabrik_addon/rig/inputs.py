@@ -106,6 +106,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
+    check_pose_scale(plan, pre, parent)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -127,14 +128,74 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
                        chain.iterations)
 
 
+# Relative spread of a bone's axis lengths (armature space) still counted as uniform scale.
+POSE_SCALE_TOLERANCE = 1e-4
+
+
+def _axes(matrix) -> tuple[list[float], float]:
+    """Axis lengths and determinant of the 3x3 part of a mathutils or numpy 4x4 matrix."""
+    if isinstance(matrix, Matrix):
+        m3 = matrix.to_3x3()
+        return [m3.col[k].length for k in range(3)], m3.determinant()
+    m3 = np.asarray(matrix)[:3, :3]
+    return np.linalg.norm(m3, axis=0).tolist(), float(np.linalg.det(m3))
+
+
+def check_pose_scale(plan: ChainPlan, pre, parent) -> None:
+    """The chain's bones must have uniform positive scale (own and inherited), and a bone that ignores its
+    parent's scale may only sit under unit scale: else the pose FABRIK IK writes is not the one Blender shows."""
+    for k, matrix in enumerate(pre):
+        axes, det = _axes(matrix)
+        if not (det > 0.0 and max(axes) - min(axes) <= POSE_SCALE_TOLERANCE * max(axes)):
+            raise ChainError(f"Bone '{plan.bones[k]}' has a negative or non-uniform scale (its own or inherited); "
+                             "FABRIK IK turns bones of uniform positive scale only")
+    for k in plan.scale_free:
+        axes, _det = _axes(pre[k - 1] if k else parent)
+        if max(abs(a - 1.0) for a in axes) > POSE_SCALE_TOLERANCE:
+            raise ChainError(f"Bone '{plan.bones[k]}' does not inherit its parent's scale (Inherit Scale: None) "
+                             "while the parent is scaled; set it to Full")
+
+
+def _evaluated(target, depsgraph, label: str):
+    """The target as this frame evaluates it; refused when the view layer does not evaluate it and it moves."""
+    ev = target.evaluated_get(depsgraph)
+    if (target.animation_data is not None or target.parent is not None or len(target.constraints)) \
+            and not _in_view_layer(target, ev, depsgraph):
+        raise ChainError(f"{label} '{target.name}' is not evaluated in this view layer (hidden, disabled, excluded "
+                         "or in another scene), so its animation cannot be followed; show it in this view layer")
+    return ev
+
+
+def _in_view_layer(target, ev, depsgraph) -> bool:
+    """Whether the depsgraph evaluates ``target`` as a member of its view layer. An object our chains only
+    point to may have an evaluated copy that nothing animates; Blender's own IK adds a relation, which
+    an add-on cannot."""
+    if not ev.is_evaluated:
+        return False
+    view_layer = depsgraph.view_layer
+    if view_layer.objects.get(target.name) != target:  # excluded collection or another scene
+        return False
+    if depsgraph.mode == 'RENDER':
+        return True
+    # Disabled in viewports (its own or its collection's switch) makes it invisible without being hidden.
+    return target.visible_get(view_layer=view_layer) or target.hide_get(view_layer=view_layer)
+
+
+def _pose_bone(target, ev, bone_name: str, label: str):
+    pb = ev.pose.bones.get(bone_name)
+    if pb is None:
+        raise ChainError(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
+    return pb
+
+
 def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
     """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
 
     The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix.
     """
-    ev = target.evaluated_get(depsgraph)
+    ev = _evaluated(target, depsgraph, label)
     if target.type == 'ARMATURE' and bone_name:
-        point = ev.matrix_world @ ev.pose.bones[bone_name].head
+        point = ev.matrix_world @ _pose_bone(target, ev, bone_name, label).head
     else:
         point = ev.matrix_world.translation
     x, y, z = point
@@ -145,10 +206,10 @@ def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
 
 def world_matrix(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
-    ev = target.evaluated_get(depsgraph)
+    ev = _evaluated(target, depsgraph, label)
     matrix = adapter.matrix_to_np(ev.matrix_world)
     if target.type == 'ARMATURE' and bone_name:
-        matrix = matrix @ adapter.matrix_to_np(ev.pose.bones[bone_name].matrix)
+        matrix = matrix @ adapter.matrix_to_np(_pose_bone(target, ev, bone_name, label).matrix)
     if not np.isfinite(matrix).all() or np.abs(matrix[:3, 3]).max() > FAR_AWAY:
         raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
     return matrix

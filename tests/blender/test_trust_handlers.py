@@ -67,6 +67,7 @@ def test_renaming_a_tip_bone_marks_only_that_chain(which):
     ob, left, right = forked()
     owner = ob.data.bones if which == "Bone" else ob.pose.bones
     owner["l1"].name = "hand"
+    bpy.context.view_layer.update()  # as the UI does after a rename (the batched path reads bones by index)
     bpy.context.scene.frame_set(3)
     assert_honest(ob, left)
     if left.status != 'INVALID':  # the chain may also follow the rename
