@@ -52,7 +52,7 @@ def rigs(scene, depsgraph) -> list:
     else:
         found = [ob for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
         _rig_names[:] = [key, {ob.name for ob in found}]
-    out = []
+    out: list = []
     for ob in found:
         if ob.type != 'ARMATURE' or not len(ob.fabrik.chains) or ob.name in _suspended or ob.mode == 'EDIT':
             continue

@@ -137,8 +137,8 @@ def _axes(matrix) -> tuple[list[float], float]:
     if isinstance(matrix, Matrix):
         m3 = matrix.to_3x3()
         return [m3.col[k].length for k in range(3)], m3.determinant()
-    m3 = np.asarray(matrix)[:3, :3]
-    return np.linalg.norm(m3, axis=0).tolist(), float(np.linalg.det(m3))
+    a3 = np.asarray(matrix, dtype=np.float64)[:3, :3]
+    return np.linalg.norm(a3, axis=0).tolist(), float(np.linalg.det(a3))
 
 
 def check_pose_scale(plan: ChainPlan, pre, parent) -> None:
