@@ -10,8 +10,8 @@ import numpy as np
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
-from . import adapter, compat, handlers
-from .rig.plan import ChainError, check_references, plan_chains
+from . import adapter, compat, diagnostics, handlers
+from .rig.plan import ChainError, check_dependencies, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
 
@@ -26,6 +26,20 @@ class BakeResult:
     max_error: float
     mean_error: float
     chain_errors: dict[int, tuple[float, float]]
+    note: str = ""  # what the user should know besides the numbers (a new action, invalid frames)
+
+
+UNREGISTERED = "The FABRIK IK add-on was unregistered during the bake"
+
+
+def registered() -> bool:
+    """Whether our properties still exist: after unregistering, touching a chain would crash Blender."""
+    return "fabrik" in bpy.types.Object.bl_rna.properties
+
+
+def _check_alive(done: str) -> None:
+    if not registered():
+        raise ValueError(f"{UNREGISTERED}; {done}")
 
 
 def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_end: int, step: int = 1,
@@ -39,6 +53,12 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     if step < 1:
         raise ValueError("Step must be at least 1")
     scene = context.scene
+    if ob.mode == 'EDIT':
+        raise ValueError(f"'{ob.name}' is in Edit Mode: leave it to bake")
+    if not ob.fabrik.enabled:
+        raise ValueError(f"FABRIK IK is switched off for '{ob.name}': switch it on to bake")
+    if ob.data.pose_position == 'REST':
+        raise ValueError(f"'{ob.name}' shows its Rest Position: switch to Pose Position to bake")
     chains = ob.fabrik.chains
     handlers.request_solve()
     plans = {plan.index: plan for plan in plan_chains(ob)}
@@ -48,6 +68,7 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     for i in chain_indices:
         try:
             check_references(ob, chains[i], plans[i].bones)
+            check_dependencies(ob, chains[i], plans[i])
         except ChainError as error:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
     bones: list[str] = []
@@ -71,16 +92,24 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     # time while replaying the keys still measures within the tolerance; the x1 bound always does.
     loosen = [4.0**k for k in range(7)] if reduce_tolerance > 0.0 else [1.0]
     total_steps = len(all_frames) * (1 + len(loosen))
+    invalid: dict[str, list[int]] = {}
+    note = ""
     try:
         for k, frame in enumerate(all_frames):
             scene.frame_set(frame)
+            _check_alive("nothing was keyed")
             depsgraph = context.evaluated_depsgraph_get()
             live[k] = _heads_and_tails(ob, depsgraph, bones)
+            for i in chain_indices:
+                if diagnostics.of(chains[i]).status == 'INVALID':
+                    invalid.setdefault(chains[i].name, []).append(frame)
             if frame in keyed_frames:
                 for name, pb in zip(bones, pose_bones):
                     values[name].append(adapter.read_rotation(pb))
             if progress:
                 progress(k + 1, total_steps)
+                _check_alive("nothing was keyed")
+        note = _own_action(ob)
         # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
         tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones, modes)]
         reaches = [_reach(live, b) for b in range(len(bones))] if reduce_tolerance > 0.0 else []
@@ -93,6 +122,7 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
             baked = _replay(context, ob, bones, all_frames)
             if progress:
                 progress(len(all_frames) * (2 + attempt), total_steps)
+            _check_alive("keys were written but their fidelity was not measured")
             if reduce_tolerance <= 0.0 or np.linalg.norm(baked - live, axis=-1).max() > reduce_tolerance:
                 break
             passed = (factor, keys, baked)
@@ -103,10 +133,11 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
             key_seconds += time.perf_counter() - writing
             keys, baked = passed[1], passed[2]
     finally:
-        if disable_chains:
+        if disable_chains and registered():
             for i in chain_indices:
-                chains[i].enabled = False
+                ob.fabrik.chains[i].enabled = False
         scene.frame_set(original_frame)
+    _check_alive("keys were written but the chains were not switched off")
     seconds = time.perf_counter() - started
     drift = np.linalg.norm(baked - live, axis=-1)  # (frames, bones, 2)
     chain_errors = {}
@@ -114,9 +145,35 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
         cols = [bones.index(b) for b in chain_bones[i]]
         part = drift[:, cols]
         chain_errors[i] = (float(part.max()), float(part.mean()))
-        chains[i].bake_max_error, chains[i].bake_mean_error = chain_errors[i]
+        ob.fabrik.chains[i].bake_max_error, ob.fabrik.chains[i].bake_mean_error = chain_errors[i]
+    for name, frames in invalid.items():
+        note += (" " if note else "") + (f"Chain '{name}' was invalid at {len(frames)} frames (from {frames[0]}), "
+                                         "where the keys hold the pose without IK.")
     return BakeResult(len(all_frames), len(bones), keys, seconds, key_seconds, float(drift.max()),
-                      float(drift.mean()), chain_errors)
+                      float(drift.mean()), chain_errors, note)
+
+
+def _own_action(ob) -> str:
+    """Make sure the keys go into an action only ``ob`` plays: an action (or, on 4.4+, a slot) shared with
+    another object, or linked from a library, is copied first. Returns what to tell the user, if anything."""
+    adt = ob.animation_data
+    if adt is None or adt.action is None:
+        return ""
+    action = adt.action
+    slot = getattr(adt, "action_slot", None)
+    sharing = sorted(other.name for other in bpy.data.objects
+                     if other != ob and other.animation_data is not None and other.animation_data.action == action
+                     and getattr(other.animation_data, "action_slot", None) == slot)
+    if not sharing and action.is_editable:
+        return ""
+    copy = action.copy()
+    copy.name = f"{ob.name}Action"
+    identifier = slot.identifier if slot is not None else None
+    adt.action = copy
+    if identifier is not None:
+        adt.action_slot = next((s for s in copy.slots if s.identifier == identifier), None)
+    why = f"shared with {', '.join(repr(n) for n in sharing)}" if sharing else "linked from a library"
+    return f"Action '{action.name}' is {why}: baked into a copy, '{copy.name}'."
 
 
 def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
@@ -125,6 +182,7 @@ def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
     with handlers.suspended([ob.name]):
         for k, frame in enumerate(frames):
             context.scene.frame_set(frame)
+            _check_alive("keys were written but their fidelity was not measured")
             out[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones)
     return out
 
@@ -149,7 +207,7 @@ def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_to
             # angle * reach, so keys are dropped while every bone stays within its angular share.
             budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
-        path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        path = adapter.rotation_data_path(name, mode)
         for index in range(track.shape[1]):
             fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, name)
             points = fcurve.keyframe_points
@@ -300,4 +358,6 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         self.report({'INFO'}, f"Baked {result.frames} frames of {result.bones} bones ({result.keys} keys) "
                               f"at {fps:.0f} frames/s ({100 * result.key_seconds / result.seconds:.0f}% writing "
                               f"keys); live IK vs keys: max {result.max_error:.3g}, mean {result.mean_error:.3g}")
+        if result.note:
+            self.report({'WARNING'}, result.note)
         return {'FINISHED'}
