@@ -191,6 +191,8 @@ try:
     print("outcome: finished")
 except Exception as error:  # the bake may refuse with a message
     print("outcome:", type(error).__name__, error)
+if progress is None:  # the 4.2 wheel crashes at exit while a Python frame handler is installed, ours or not
+    bpy.app.handlers.frame_change_pre.remove(frame_handler)
 print("survived")
 """
 
