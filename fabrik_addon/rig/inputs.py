@@ -97,16 +97,17 @@ def placed_count(chain, bones: int) -> int:
     return bones - 1 if chain.match_target_rotation else bones
 
 
-def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short) -> ChainInputs:
+def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short,
+                 scale_flags=None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
     ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
     matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
-    segment too short to turn, or is None when none is.
+    segment too short to turn, or is None when none is; ``scale_flags`` see :func:`check_pose_scale`.
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
-    check_pose_scale(plan, pre, parent)
+    check_pose_scale(plan, pre, parent, scale_flags)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -132,25 +133,36 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
 POSE_SCALE_TOLERANCE = 1e-4
 
 
-def _axes(matrix) -> tuple[list[float], float]:
-    """Axis lengths and determinant of the 3x3 part of a mathutils or numpy 4x4 matrix."""
-    if isinstance(matrix, Matrix):
-        m3 = matrix.to_3x3()
-        return [m3.col[k].length for k in range(3)], m3.determinant()
-    a3 = np.asarray(matrix, dtype=np.float64)[:3, :3]
-    return np.linalg.norm(a3, axis=0).tolist(), float(np.linalg.det(a3))
+def pose_scale_flags(pre: np.ndarray) -> np.ndarray:
+    """(..., n) bools over armature-space bone matrices (..., n, 4, 4): negative or non-uniform scale."""
+    m3 = pre[..., :3, :3]
+    axes = np.sqrt(np.einsum("...ij,...ij->...j", m3, m3))
+    top = axes.max(axis=-1)
+    return (np.linalg.det(m3) <= 0.0) | (top - axes.min(axis=-1) > POSE_SCALE_TOLERANCE * top)
 
 
-def check_pose_scale(plan: ChainPlan, pre, parent) -> None:
+def check_pose_scale(plan: ChainPlan, pre, parent, flags=None) -> None:
     """The chain's bones must have uniform positive scale (own and inherited), and a bone that ignores its
-    parent's scale may only sit under unit scale: else the pose FABRIK IK writes is not the one Blender shows."""
-    for k, matrix in enumerate(pre):
-        axes, det = _axes(matrix)
-        if not (det > 0.0 and max(axes) - min(axes) <= POSE_SCALE_TOLERANCE * max(axes)):
+    parent's scale may only sit under unit scale: else the pose FABRIK IK writes is not the one Blender shows.
+
+    ``pre``: the bones' armature-space matrices (mathutils, or numpy with ``flags`` from
+    :func:`pose_scale_flags` computed for many chains at once)."""
+    if flags is None:
+        flags = []
+        for matrix in pre:
+            if isinstance(matrix, Matrix):
+                x, y, z = matrix.to_scale()
+                top = max(x, y, z)
+                flags.append(matrix.is_negative or top - min(x, y, z) > POSE_SCALE_TOLERANCE * top)
+            else:
+                flags.append(bool(pose_scale_flags(np.asarray(matrix, dtype=np.float64))))
+    for k, bad in enumerate(flags):
+        if bad:
             raise ChainError(f"Bone '{plan.bones[k]}' has a negative or non-uniform scale (its own or inherited); "
                              "FABRIK IK turns bones of uniform positive scale only")
     for k in plan.scale_free:
-        axes, _det = _axes(pre[k - 1] if k else parent)
+        above = pre[k - 1] if k else parent
+        axes = above.to_scale() if isinstance(above, Matrix) else np.linalg.norm(np.asarray(above)[:3, :3], axis=0)
         if max(abs(a - 1.0) for a in axes) > POSE_SCALE_TOLERANCE:
             raise ChainError(f"Bone '{plan.bones[k]}' does not inherit its parent's scale (Inherit Scale: None) "
                              "while the parent is scaled; set it to Full")
@@ -172,13 +184,14 @@ def _in_view_layer(target, ev, depsgraph) -> bool:
     an add-on cannot."""
     if not ev.is_evaluated:
         return False
-    view_layer = depsgraph.view_layer
-    if view_layer.objects.get(target.name) != target:  # excluded collection or another scene
-        return False
     if depsgraph.mode == 'RENDER':
         return True
-    # Disabled in viewports (its own or its collection's switch) makes it invisible without being hidden.
-    return target.visible_get(view_layer=view_layer) or target.hide_get(view_layer=view_layer)
+    view_layer = depsgraph.view_layer
+    if target.visible_get(view_layer=view_layer):  # the common case, without a lookup by name
+        return True
+    # Invisible: evaluated only when merely hidden (the eye), not when excluded, in another scene or
+    # disabled in viewports (its own or its collection's switch).
+    return view_layer.objects.get(target.name) == target and target.hide_get(view_layer=view_layer)
 
 
 def _pose_bone(target, ev, bone_name: str, label: str):
