@@ -33,6 +33,7 @@ class RigCache:
     action_key: tuple
     data_uid: int = -1  # session uid of the armature data the cache was built from
     limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
+    scaled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) base scale stored
     rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
     # Base rotations (mathutils, never mutated by readers) of bones whose rotation is neither keyed
@@ -92,12 +93,9 @@ def _build(ob, key: tuple) -> RigCache:
     names = [pb.name for pb in ob.pose.bones]
     index = {name: i for i, name in enumerate(names)}
     count = len(names)
-    local = np.empty(16 * count, dtype=np.float32)
-    bones.foreach_get("matrix_local", local)
     by_bone = {b.name: k for k, b in enumerate(bones)}
     order = [by_bone[name] for name in names]
-    # Blender stores these matrices as float32, so the bulk read loses nothing; flat column-major.
-    local64 = local.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)[order]
+    local64 = adapter.bulk_matrices(bones, "matrix_local", count)[order]
     parents = np.array([index[bones[name].parent.name] if bones[name].parent else -1 for name in names], dtype=int)
     rel = local64.copy()
     has_parent = parents >= 0
@@ -115,6 +113,7 @@ def _build(ob, key: tuple) -> RigCache:
     cache.animated, cache.animated_paths = _animated(ob, cache)
     cache.data_uid = ob.data.session_uid
     cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
+    cache.scaled = np.array([pb.fabrik_base.scale_captured for pb in ob.pose.bones], dtype=bool)
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     return cache
 

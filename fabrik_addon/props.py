@@ -23,6 +23,12 @@ from . import diagnostics
 OVERRIDABLE = {'LIBRARY_OVERRIDABLE'}
 OVERRIDABLE_COLLECTION = {'LIBRARY_OVERRIDABLE', 'USE_INSERTION'}
 
+# The chain's solvers, shared by the chain setting and the add-chain operator.
+SOLVER_ITEMS = (
+    ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
+    ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of exactly two bones"),
+)
+
 
 def _changed(self, context) -> None:
     """Any setting that changes the result asks the handlers to solve again."""
@@ -37,6 +43,15 @@ def _chain_enabled_changed(self, context) -> None:
 
     if not self.enabled:
         base_pose.release(self.id_data, [self])
+    _changed(self, context)
+
+
+def _stretch_changed(self, context) -> None:
+    """Stretch switched off gives the chain's bones back their scale without IK."""
+    from .rig import base_pose
+
+    if not self.use_stretch:
+        base_pose.release(self.id_data, [self], rotations=False)
     _changed(self, context)
 
 
@@ -120,7 +135,8 @@ class FabrikJointLimit(bpy.types.PropertyGroup):
 
 
 class FabrikBasePose(bpy.types.PropertyGroup):
-    """The rotation a chain bone has without IK when it has no keys: the start pose of every solve."""
+    """The rotation (and, for stretching chains, scale) a chain bone has without IK when it has no keys:
+    the start pose of every solve."""
 
     __slots__ = ()
 
@@ -131,6 +147,16 @@ class FabrikBasePose(bpy.types.PropertyGroup):
     rotation: FloatVectorProperty(  # type: ignore[valid-type]
         name="Base Rotation", description="Rotation (wxyz quaternion, basis space) the bone has without IK",
         size=4, default=(1.0, 0.0, 0.0, 0.0),
+        override=OVERRIDABLE,
+    )
+    scale_captured: BoolProperty(  # type: ignore[valid-type]
+        name="Scale Captured", description="A base scale was stored for this bone (it belongs to a stretching chain)",
+        default=False,
+        override=OVERRIDABLE,
+    )
+    scale: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Base Scale", description="Scale the bone has without IK (stretch writes on top of it)",
+        size=3, default=(1.0, 1.0, 1.0),
         override=OVERRIDABLE,
     )
 
@@ -157,12 +183,7 @@ class FabrikChain(bpy.types.PropertyGroup):
         override=OVERRIDABLE,
     )
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", description="How the chain is solved",
-        items=(
-            ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
-            ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of two bones"),
-        ),
-        default='FABRIK', update=_changed,
+        name="Solver", description="How the chain is solved", items=SOLVER_ITEMS, default='FABRIK', update=_changed,
         override=OVERRIDABLE,
     )
     target: PointerProperty(  # type: ignore[valid-type]
@@ -197,6 +218,23 @@ class FabrikChain(bpy.types.PropertyGroup):
                     "the bones above it form the chain",
         default=False, update=_changed,
         override=OVERRIDABLE,
+    )
+    softness: FloatProperty(  # type: ignore[valid-type]
+        name="Softness",
+        description="Fraction of the chain's reach over which the tip eases toward full extension, so the "
+                    "chain never snaps straight (soft IK); 0 reaches exactly",
+        min=0.0, max=0.5, default=0.0, subtype='FACTOR', override={'LIBRARY_OVERRIDABLE'}, update=_changed,
+    )
+    use_stretch: BoolProperty(  # type: ignore[valid-type]
+        name="Stretch",
+        description="Scale the chain's bones along their length (pose scale Y, all by one factor) so the tip "
+                    "reaches a target beyond full extension",
+        default=False, override={'LIBRARY_OVERRIDABLE'}, update=_stretch_changed,
+    )
+    max_stretch: FloatProperty(  # type: ignore[valid-type]
+        name="Max Stretch",
+        description="Largest stretch factor; beyond it the chain reaches toward the target without growing more",
+        min=1.0, soft_max=5.0, default=1.5, override={'LIBRARY_OVERRIDABLE'}, update=_changed,
     )
     influence: FloatProperty(  # type: ignore[valid-type]
         name="Influence", description="Blend between the pose without IK (0) and the full IK pose (1)",

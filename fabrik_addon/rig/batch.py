@@ -54,8 +54,7 @@ class Part:
         """Armature-space pose matrices (B, 4, 4) as evaluated, read in bulk on first use."""
         if self._matrices is None:
             count = len(self.arm.cache.names)
-            self._matrices = adapter.bulk_read(self.arm.ev_bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(
-                0, 2, 1)
+            self._matrices = adapter.bulk_matrices(self.arm.ev_bones, "matrix", count)
         return self._matrices
 
 
@@ -141,19 +140,19 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
     for part in parts:
         if part.wrote:
             count = len(part.arm.cache.names)
-            rows = table.written[part.offset:part.offset + count]
-            part.arm.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
-            part.arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+            adapter.write_quaternions(part.arm.ob, table.written[part.offset:part.offset + count])
 
 
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
     for (_, has_pole, tolerance, iterations), members in requests.items():
+        softness = [e.inputs.chain.softness for e in members]
         try:
             results = solve_chains(np.stack([e.inputs.start for e in members]),
                                    np.array([e.target for e in members]), tolerance=tolerance,
                                    max_iterations=iterations,
-                                   poles=np.array([e.pole for e in members]) if has_pole else None)
+                                   poles=np.array([e.pole for e in members]) if has_pole else None,
+                                   softness=np.array(softness) if any(softness) else 0.0)
         except ValueError as error:
             for entry in members:
                 entry.invalid = str(error)
@@ -208,7 +207,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
             elif chain.solver == 'TWO_BONE' or inputs.limits is not None:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
-                                limits=inputs.limits, max_iterations=inputs.iterations)
+                                limits=inputs.limits, max_iterations=inputs.iterations, softness=chain.softness)
                 entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
             else:
                 entry.target = target

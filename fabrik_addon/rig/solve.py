@@ -55,8 +55,12 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
     for arm in frames:
         few: list[tuple] = []
         many: list[tuple] = []
+        scaled = arm.cache.scaled
         for p in arm.layout.free:
-            (few if bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((arm.chains[p.index], p))
+            chain = arm.chains[p.index]
+            # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
+            stretches = chain.use_stretch or scaled[p.idx].any()
+            (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
         if many:

@@ -187,7 +187,7 @@ else:
         pull_the_rug()
     bpy.app.handlers.frame_change_pre.append(frame_handler)
 try:
-    bake.bake_chains(bpy.context, ob, [0], 1, 30, progress=progress)
+    bake.bake_chains(bpy.context, ob, [0], bake.BakeOptions(1, 30), progress=progress)
     print("outcome: finished")
 except Exception as error:  # the bake may refuse with a message
     print("outcome:", type(error).__name__, error)
