@@ -8,6 +8,7 @@ starts from. Chains that share bones (solved together as a tree) are always snap
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import bpy
@@ -19,6 +20,7 @@ from mathutils import Matrix, Vector
 from . import adapter, compat, handlers, pole
 from .rig.base_pose import capture_base, capture_scale
 from .rig.plan import ChainError, chain_bones, check_references
+from .solver.prepare import EPS
 
 # A target or pole counts as placed when its evaluated transform is this close (fraction of the chain's
 # length; radians for the target's orientation) to the one asked for. Locations are float32: ~1e-7.
@@ -139,11 +141,13 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
         length = sum(ob.data.bones[name].length for name in names) * _scale(world)
         tip = pose[-1]
         joints = np.array([np.array(m.translation) for m in pose] + [np.array(tails[i])])
-        if chain.match_target_rotation:
-            location, rotation = tip.translation, tip.to_quaternion()
-            location = Vector(_out_of_reach(joints[:-1], length))
-        else:
-            location, rotation = Vector(_out_of_reach(joints, length)), None
+        placed = joints[:-1] if chain.match_target_rotation else joints
+        rotation = tip.to_quaternion() if chain.match_target_rotation else None
+        location = Vector(_unsoftened(placed, _out_of_reach(placed, length), chain.softness))
+        if chain.use_stretch and chain.softness > 0.0 and _in_soft_zone(placed, chain.softness):
+            result.warnings.append(rpt_("Chain '{}': with Softness and Stretch, IK stretches any pose whose tip "
+                                        "is in the soft zone, so this FK pose moves when switched to IK").format(
+                                            chain.name))
         problem = _place(context, chain.target, chain.target_bone, location, rotation, length, rpt_("Target"))
         if problem:
             result.errors.append(rpt_("Chain '{}': {}").format(chain.name, problem))
@@ -178,6 +182,31 @@ def _out_of_reach(points: np.ndarray, length: float) -> np.ndarray:
     if float(np.linalg.norm(off_line, axis=1).max()) > STRAIGHT * length:
         return end
     return end + axis * (BEYOND_REACH * length)
+
+
+def _in_soft_zone(points: np.ndarray, softness: float) -> bool:
+    reach = float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
+    return float(np.linalg.norm(points[-1] - points[0])) > reach * (1.0 - softness)
+
+
+def _unsoftened(points: np.ndarray, goal: np.ndarray, softness: float) -> np.ndarray:
+    """Where to put a target so that soft IK (``softness``) eases it onto ``goal``, the FK pose's reached
+    point (``points``: the FK joints, root first): along the same line from the root, at the distance
+    the soft curve (:func:`.solver.soft.eased_distance`) maps onto the goal's. Without stretch the
+    solve then aims at the goal itself and keeps the pose."""
+    if softness <= 0.0:
+        return goal
+    root = points[0]
+    reach = float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
+    width = softness * reach
+    start = reach - width
+    distance = float(np.linalg.norm(goal - root))
+    if distance <= start or distance <= 0.0:
+        return goal
+    # Inverse of start - width * expm1((start - d) / width); at full reach, just past where the solve
+    # counts the chain as straight (within EPS of its reach).
+    x = max((start - distance) / width, -1.0 + 0.5 * EPS * reach / width)
+    return root + (goal - root) * ((start - width * math.log1p(x)) / distance)
 
 
 def _reference_problem(ob, chain, bones: list[str]) -> str:

@@ -582,3 +582,25 @@ def test_snap_ik_to_fk_of_a_straight_limb_moves_nothing(solver, count):
         chain.enabled = True
         worst = max(worst, largest_move(fk, joints(ob)) / count)
     assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("name", list(RIGS))
+def test_snap_ik_to_fk_with_soft_ik_moves_nothing(name):
+    """Soft IK eases the reached distance: the target goes where the soft curve brings the tip onto the FK tip."""
+    rig = RIGS[name]()
+    for chain in rig.chains:
+        chain.softness = 0.3
+    pose_mode(rig.ob)
+    rng = np.random.default_rng(30)
+    worst = 0.0
+    for _k in range(30):
+        for chain in rig.chains:
+            chain.enabled = False
+        random_fk(rig, rng)
+        fk = joints(rig.ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk(all_chains=True) == {'FINISHED'}
+        for chain in rig.chains:
+            chain.enabled = True
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+    print(f"\n{name}, softness 0.3: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
