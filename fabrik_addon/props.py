@@ -43,6 +43,7 @@ def _chain_enabled_changed(self, context) -> None:
 
     if not self.enabled:
         base_pose.release(self.id_data, [self])
+        diagnostics.record(self, 'NONE')  # released here: the next solve must not release it again
     _changed(self, context)
 
 
@@ -60,6 +61,8 @@ def _rig_enabled_changed(self, context) -> None:
 
     if not self.enabled:
         base_pose.release(self.id_data, list(self.chains))
+        for chain in self.chains:  # released here: the next solve must not release them again
+            diagnostics.record(chain, 'NONE', "FABRIK IK is switched off for this armature")
     _changed(self, context)
 
 

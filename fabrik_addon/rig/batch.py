@@ -190,7 +190,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
-    scale_flags = pose_scale_flags(pre)
+    scale_flags = pose_scale_flags(pre, np.array([not chain.use_stretch for _, chain, _ in group]))
     any_scaled = scale_flags.any(axis=1).tolist()
     out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):

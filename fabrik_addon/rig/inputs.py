@@ -107,7 +107,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
-    check_pose_scale(plan, pre, parent, scale_flags)
+    check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -133,17 +133,20 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
 POSE_SCALE_TOLERANCE = 1e-4
 
 
-def pose_scale_flags(pre: np.ndarray) -> np.ndarray:
-    """(..., n) bools over armature-space bone matrices (..., n, 4, 4): negative or non-uniform scale."""
+def pose_scale_flags(pre: np.ndarray, uniform) -> np.ndarray:
+    """(..., n) bools over armature-space bone matrices (..., n, 4, 4): negative scale, or non-uniform
+    scale where ``uniform`` (bool, or (...,) bools per chain) asks for uniform scale."""
     m3 = pre[..., :3, :3]
     axes = np.sqrt(np.einsum("...ij,...ij->...j", m3, m3))
     top = axes.max(axis=-1)
-    return (np.linalg.det(m3) <= 0.0) | (top - axes.min(axis=-1) > POSE_SCALE_TOLERANCE * top)
+    uneven = top - axes.min(axis=-1) > POSE_SCALE_TOLERANCE * top
+    return (np.linalg.det(m3) <= 0.0) | (uneven & np.asarray(uniform)[..., None])
 
 
-def check_pose_scale(plan: ChainPlan, pre, parent, flags=None) -> None:
-    """The chain's bones must have uniform positive scale (own and inherited), and a bone that ignores its
-    parent's scale may only sit under unit scale: else the pose FABRIK IK writes is not the one Blender shows.
+def check_pose_scale(plan: ChainPlan, pre, parent, flags=None, uniform: bool = True) -> None:
+    """The chain's bones must have positive scale (own and inherited), uniform unless the chain stretches
+    (whose writes keep non-uniform scale exact), and a bone that ignores its parent's scale may only sit
+    under unit scale: else the pose FABRIK IK writes is not the one Blender shows.
 
     ``pre``: the bones' armature-space matrices (mathutils, or numpy with ``flags`` from
     :func:`pose_scale_flags` computed for many chains at once)."""
@@ -153,13 +156,13 @@ def check_pose_scale(plan: ChainPlan, pre, parent, flags=None) -> None:
             if isinstance(matrix, Matrix):
                 x, y, z = matrix.to_scale()
                 top = max(x, y, z)
-                flags.append(matrix.is_negative or top - min(x, y, z) > POSE_SCALE_TOLERANCE * top)
+                flags.append(matrix.is_negative or (uniform and top - min(x, y, z) > POSE_SCALE_TOLERANCE * top))
             else:
-                flags.append(bool(pose_scale_flags(np.asarray(matrix, dtype=np.float64))))
+                flags.append(bool(pose_scale_flags(np.asarray(matrix, dtype=np.float64), uniform)))
     for k, bad in enumerate(flags):
         if bad:
             raise ChainError(f"Bone '{plan.bones[k]}' has a negative or non-uniform scale (its own or inherited); "
-                             "FABRIK IK turns bones of uniform positive scale only")
+                             "FABRIK IK turns bones of uniform positive scale only (non-uniform: with Stretch)")
     for k in plan.scale_free:
         above = pre[k - 1] if k else parent
         axes = above.to_scale() if isinstance(above, Matrix) else np.linalg.norm(np.asarray(above)[:3, :3], axis=0)

@@ -44,7 +44,8 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
 
     for plan in plans:
         root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
-        check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent)
+        check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
+                         uniform=not arm.chains[plan.index].use_stretch)
     joints = [pre[n][:3, 3] for n in names]
     parents = [-1] + [index[b.parent.name] for b in data[1:]]
     effectors: list[int] = []

@@ -418,3 +418,13 @@ def test_bones_animated_only_by_an_nla_strip(switch):
         np.testing.assert_allclose(world_tail(ob, "b2"), world_tail(plain, "b2"), atol=1e-5,
                                    err_msg=f"frame {frame}")
 
+
+
+@pytest.mark.parametrize("scale", [(1.0, 2.0, 1.0), (1.1, 1.2, 0.9)])
+def test_non_uniform_scale_on_a_stretching_chain_is_solved_honestly(scale):
+    """Stretch writes keep non-uniform scale exact, so such chains are solved, not refused."""
+    ob = straightish_chain("Arm", 3)
+    chain = add_chain(ob, "b2", 3, animated_target(), use_stretch=True)
+    ob.pose.bones["b1"].scale = scale
+    frames_honest(ob, chain)
+    assert chain.status != 'INVALID', chain.message
