@@ -110,6 +110,7 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
             saved[i] = chain.influence
             if chain.influence != 0.0:
                 chain.influence = 0.0
+            _replay_keys(ob, names, chain.use_stretch, context.scene.frame_current)
         else:
             for name in names:
                 capture_base(ob.pose.bones[name])
@@ -128,6 +129,30 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
         _place_all(context, ob, bones, poses, tails, sides, world, keyframe, result)
     handlers.request_solve()
     return result
+
+
+def _replay_keys(ob, names: list[str], scale: bool, frame: int) -> None:
+    """Put the keyed values of the bones' rotation (and scale) channels at ``frame`` back into them.
+
+    The live solve reads keyed channels as evaluated, and between frame changes Blender does not
+    evaluate F-curves again: the channels then hold the IK pose the solve wrote last, so the pose at
+    influence 0 would be that IK pose instead of the keyed FK pose.
+    """
+    fcurves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in compat.animated_fcurves(ob)}
+    if not fcurves:
+        return
+    for name in names:
+        pb = ob.pose.bones[name]
+        for attribute in [adapter.rotation_path(pb.rotation_mode)] + (["scale"] if scale else []):
+            path = pb.path_from_id(attribute)
+            values = list(getattr(pb, attribute))
+            keyed = False
+            for k in range(len(values)):
+                fcurve = fcurves.get((path, k))
+                if fcurve is not None and not fcurve.mute:
+                    values[k], keyed = fcurve.evaluate(frame), True
+            if keyed:
+                setattr(pb, attribute, values)
 
 
 def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dict, sides: dict, world: Matrix,

@@ -604,3 +604,29 @@ def test_snap_ik_to_fk_with_soft_ik_moves_nothing(name):
         worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
     print(f"\n{name}, softness 0.3: largest joint move {worst:.2e} chain lengths")
     assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("name", ["arm with pole", "tentacle with cones"])
+def test_snap_ik_to_fk_reads_the_keyed_fk_pose_while_ik_is_shown(name):
+    """Keyed bones at influence 1: between frame changes their channels hold the IK pose, not the keys."""
+    rig = RIGS[name]()
+    chain = rig.chains[0]
+    pose_mode(rig.ob)
+    scene = bpy.context.scene
+    rng = np.random.default_rng(12)
+    worst = 0.0
+    for k in range(1, 11):
+        chain.influence = 0.0
+        scene.frame_set(k)
+        random_fk(rig, rng, frame=k)
+        scene.frame_set(k)
+        fk = joints(rig.ob)
+        chain.influence = 1.0
+        chain.target.location = Vector(fk[1] + rng.uniform(-0.3, 0.3, 3))  # IK shows another pose
+        scene.frame_set(k)
+        assert largest_move(fk, joints(rig.ob)) > 1e-3
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+        scene.frame_set(k)
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+    assert worst <= IK_TO_FK
