@@ -70,7 +70,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, cache.names[i]) for i in plan.idx] \
-        if arm.chains[plan.index].use_stretch or cache.scaled[plan.idx].any() else None
+        if arm.chains[plan.index].use_stretch or (cache.scaled.any() and cache.scaled[plan.idx].any()) else None
     m = parent
     for k, i in enumerate(plan.idx):
         q = base_rotation(arm.ob, arm.ev, cache, i)
