@@ -17,7 +17,7 @@ from bpy.props import BoolProperty
 from mathutils import Matrix, Vector
 
 from . import adapter, compat, handlers, pole
-from .rig.base_pose import capture_base
+from .rig.base_pose import capture_base, capture_scale
 from .rig.plan import ChainError, chain_bones, check_references
 
 # A target or pole counts as placed when its evaluated transform is this close (fraction of the chain's
@@ -252,7 +252,8 @@ def _place(context, thing, bone_name: str, location: Vector, rotation, length: f
 
 
 def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool) -> SnapResult:
-    """Write the IK pose of chains ``indices`` into their bones' channels as their pose without IK.
+    """Write the IK pose of chains ``indices`` into their bones' channels (rotation, and scale Y where a
+    chain stretches) as their pose without IK.
 
     The IK pose is the live solve at full influence (chains off or at a lower influence are solved at
     full influence for the snap). Keys the rotation channels at the current frame when ``keyframe``;
@@ -294,9 +295,14 @@ def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool
                 done.add(name)
                 pb = ob.pose.bones[name]
                 capture_base(pb)
+                stretched = pb.fabrik_base.scale_captured
+                if stretched:  # a stretching chain's scale becomes part of the FK pose too
+                    capture_scale(pb)
                 path = adapter.rotation_path(pb.rotation_mode)
                 if keyframe:
                     pb.keyframe_insert(path, frame=frame, group=name)
+                    if stretched:
+                        pb.keyframe_insert("scale", index=1, frame=frame, group=name)
                 elif pb.path_from_id(path) in animated:
                     keyed_unkeyed.append(name)
         for i, (enabled, influence) in saved.items():
