@@ -119,7 +119,7 @@ def capture_scale(pose_bone) -> None:
     pose_bone.fabrik_base.scale_captured = True
     rig_cache = cache.peek(pose_bone.id_data.name)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
-        rig_cache.scaled[rig_cache.index[pose_bone.name]] = True
+        rig_cache.scaled.add(rig_cache.index[pose_bone.name])
 
 
 def restore_scale(pose_bone) -> None:
@@ -130,7 +130,7 @@ def restore_scale(pose_bone) -> None:
         base.scale_captured = False
         rig_cache = cache.peek(pose_bone.id_data.name)
         if rig_cache is not None and pose_bone.name in rig_cache.index:
-            rig_cache.scaled[rig_cache.index[pose_bone.name]] = False
+            rig_cache.scaled.discard(rig_cache.index[pose_bone.name])
 
 
 def release(ob, chains, rotations: bool = True) -> None:

@@ -45,11 +45,11 @@ def solve_armatures(obs, depsgraph) -> None:
     for arm in frames:
         few: list[tuple] = []
         many: list[tuple] = []
-        scaled = arm.cache.scaled if arm.cache.scaled.any() else None
+        scaled = arm.cache.scaled
         for p in arm.layout.free:
             chain = arm.chains[p.index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
-            stretches = chain.use_stretch or (scaled is not None and scaled[p.idx].any())
+            stretches = chain.use_stretch or (scaled and not scaled.isdisjoint(p.idx))
             (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
         if few:
             small.solve(arm, few)
