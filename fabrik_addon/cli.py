@@ -170,7 +170,8 @@ def bake_open_file(options: Options) -> int:
             print(f"error: '{name}' has no armature with enabled FABRIK chains "
                   f"(scene '{scene.name}' has no FABRIK chains at all)", file=sys.stderr)
         else:
-            off = ", ".join(f"{ob.name} ({len(ob.fabrik.chains)} chains)" for ob in armatures)
+            counts = ((ob.name, len(ob.fabrik.chains)) for ob in armatures)
+            off = ", ".join(f"{rig} ({n} chain{'s' if n != 1 else ''})" for rig, n in counts)
             print(f"error: '{name}' has no armature with enabled FABRIK chains: the chains of {off} are "
                   "switched off (a bake switches its chains off). Switch them on in the FABRIK panel, "
                   "or pass --enable-chains", file=sys.stderr)

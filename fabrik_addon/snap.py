@@ -8,6 +8,7 @@ starts from. Chains that share bones (solved together as a tree) are always snap
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import bpy
@@ -19,6 +20,7 @@ from mathutils import Matrix, Vector
 from . import adapter, compat, handlers, pole
 from .rig.base_pose import capture_base, capture_scale
 from .rig.plan import ChainError, chain_bones, check_references
+from .solver.prepare import EPS
 
 # A target or pole counts as placed when its evaluated transform is this close (fraction of the chain's
 # length; radians for the target's orientation) to the one asked for. Locations are float32: ~1e-7.
@@ -27,6 +29,12 @@ PLACE_TOLERANCE = 1e-5
 # (an offset or a Child Of converges in one; a constraint that ignores its owner never does).
 CORRECTIONS = 4
 SWITCH_GROUP = "FABRIK IK"
+# A straight FK pose (joints off the root-tip line by at most this fraction of its length) puts its tip at
+# exactly full reach, where the solve reads the bend back from float32 lengths with square-root
+# sensitivity: a relative error of 1e-7 bends a 2-bone arm by 4e-4 rad. Such a target goes this much
+# farther out along the line instead, where the solve is straight (or stretched by that much) exactly.
+STRAIGHT = 1e-5
+BEYOND_REACH = 1e-6
 
 
 @dataclass
@@ -102,6 +110,7 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
             saved[i] = chain.influence
             if chain.influence != 0.0:
                 chain.influence = 0.0
+            _replay_keys(ob, names, chain.use_stretch, context.scene.frame_current)
         else:
             for name in names:
                 capture_base(ob.pose.bones[name])
@@ -122,6 +131,30 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
     return result
 
 
+def _replay_keys(ob, names: list[str], scale: bool, frame: int) -> None:
+    """Put the keyed values of the bones' rotation (and scale) channels at ``frame`` back into them.
+
+    The live solve reads keyed channels as evaluated, and between frame changes Blender does not
+    evaluate F-curves again: the channels then hold the IK pose the solve wrote last, so the pose at
+    influence 0 would be that IK pose instead of the keyed FK pose.
+    """
+    fcurves = {(fcurve.data_path, fcurve.array_index): fcurve for fcurve in compat.animated_fcurves(ob)}
+    if not fcurves:
+        return
+    for name in names:
+        pb = ob.pose.bones[name]
+        for attribute in [adapter.rotation_path(pb.rotation_mode)] + (["scale"] if scale else []):
+            path = pb.path_from_id(attribute)
+            values = list(getattr(pb, attribute))
+            keyed = False
+            for k in range(len(values)):
+                fcurve = fcurves.get((path, k))
+                if fcurve is not None and not fcurve.mute:
+                    values[k], keyed = fcurve.evaluate(frame), True
+            if keyed:
+                setattr(pb, attribute, values)
+
+
 def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dict, sides: dict, world: Matrix,
                keyframe: bool, result: SnapResult) -> None:
     """Put each chain's target on its FK tip and its pole on its FK bend (world matrices ``poses``)."""
@@ -132,10 +165,14 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
         pose = poses[i]
         length = sum(ob.data.bones[name].length for name in names) * _scale(world)
         tip = pose[-1]
-        if chain.match_target_rotation:
-            location, rotation = tip.translation, tip.to_quaternion()
-        else:
-            location, rotation = tails[i], None
+        joints = np.array([np.array(m.translation) for m in pose] + [np.array(tails[i])])
+        placed = joints[:-1] if chain.match_target_rotation else joints
+        rotation = tip.to_quaternion() if chain.match_target_rotation else None
+        location = Vector(_unsoftened(placed, _out_of_reach(placed, length), chain.softness))
+        if chain.use_stretch and chain.softness > 0.0 and _in_soft_zone(placed, chain.softness):
+            result.warnings.append(rpt_("Chain '{}': with Softness and Stretch, IK stretches any pose whose tip "
+                                        "is in the soft zone, so this FK pose moves when switched to IK").format(
+                                            chain.name))
         problem = _place(context, chain.target, chain.target_bone, location, rotation, length, rpt_("Target"))
         if problem:
             result.errors.append(rpt_("Chain '{}': {}").format(chain.name, problem))
@@ -146,7 +183,6 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
             result.warnings.append(rpt_("Target '{}' is animated: turn on Keyframe, or the snap is lost at the "
                                         "next frame change").format(_label(chain.target, chain.target_bone)))
         if chain.pole is not None:
-            joints = np.array([np.array(m.translation) for m in pose] + [np.array(tails[i])])
             point = Vector(pole.pole_position(joints, sides[i]))
             problem = _place(context, chain.pole, chain.pole_bone, point, None, length, rpt_("Pole"))
             if problem:
@@ -155,6 +191,47 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
             if keyframe:
                 _key_transform(chain.pole, chain.pole_bone, False, frame)
         result.snapped.append(chain.name)
+
+
+def _out_of_reach(points: np.ndarray, length: float) -> np.ndarray:
+    """Where the target goes for the FK joints ``points`` (root first, the reached point last): on the
+    last point, or just beyond it along the line when the joints are straight (see ``STRAIGHT``)."""
+    root, end = points[0], points[-1]
+    axis = end - root
+    reach = float(np.linalg.norm(axis))
+    if len(points) < 3 or reach <= 0.0:
+        return end
+    axis = axis / reach
+    offsets = points[1:-1] - root
+    off_line = offsets - np.outer(offsets @ axis, axis)
+    if float(np.linalg.norm(off_line, axis=1).max()) > STRAIGHT * length:
+        return end
+    return end + axis * (BEYOND_REACH * length)
+
+
+def _in_soft_zone(points: np.ndarray, softness: float) -> bool:
+    reach = float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
+    return float(np.linalg.norm(points[-1] - points[0])) > reach * (1.0 - softness)
+
+
+def _unsoftened(points: np.ndarray, goal: np.ndarray, softness: float) -> np.ndarray:
+    """Where to put a target so that soft IK (``softness``) eases it onto ``goal``, the FK pose's reached
+    point (``points``: the FK joints, root first): along the same line from the root, at the distance
+    the soft curve (:func:`.solver.soft.eased_distance`) maps onto the goal's. Without stretch the
+    solve then aims at the goal itself and keeps the pose."""
+    if softness <= 0.0:
+        return goal
+    root = points[0]
+    reach = float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum())
+    width = softness * reach
+    start = reach - width
+    distance = float(np.linalg.norm(goal - root))
+    if distance <= start or distance <= 0.0:
+        return goal
+    # Inverse of start - width * expm1((start - d) / width); at full reach, just past where the solve
+    # counts the chain as straight (within EPS of its reach).
+    x = max((start - distance) / width, -1.0 + 0.5 * EPS * reach / width)
+    return root + (goal - root) * ((start - width * math.log1p(x)) / distance)
 
 
 def _reference_problem(ob, chain, bones: list[str]) -> str:
@@ -252,11 +329,11 @@ def _place(context, thing, bone_name: str, location: Vector, rotation, length: f
 
 
 def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool) -> SnapResult:
-    """Write the IK pose of chains ``indices`` into their bones' channels (rotation, and scale Y where a
-    chain stretches) as their pose without IK.
+    """Write the IK pose of chains ``indices`` into their bones' channels as their pose without IK
+    (rotations, and the scale of stretching chains).
 
     The IK pose is the live solve at full influence (chains off or at a lower influence are solved at
-    full influence for the snap). Keys the rotation channels at the current frame when ``keyframe``;
+    full influence for the snap). Keys those channels at the current frame when ``keyframe``;
     with ``disable``, the chains then go to influence 0 (keyed when ``keyframe``; a chain whose
     influence is animated but not keyed is switched off instead), so nothing moves.
     """
@@ -288,6 +365,7 @@ def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool
     keyed_unkeyed = []
     with handlers.suspended([ob.name]):
         done: set[str] = set()
+        stretching = {name for i, names in bones.items() if chains[i].use_stretch for name in names}
         for names in bones.values():
             for name in names:
                 if name in done:
@@ -295,16 +373,15 @@ def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool
                 done.add(name)
                 pb = ob.pose.bones[name]
                 capture_base(pb)
-                stretched = pb.fabrik_base.scale_captured
-                if stretched:  # a stretching chain's scale becomes part of the FK pose too
+                paths = [adapter.rotation_path(pb.rotation_mode)]
+                if name in stretching:  # the stretch the solve wrote becomes the scale without IK too
                     capture_scale(pb)
-                path = adapter.rotation_path(pb.rotation_mode)
-                if keyframe:
-                    pb.keyframe_insert(path, frame=frame, group=name)
-                    if stretched:
-                        pb.keyframe_insert("scale", index=1, frame=frame, group=name)
-                elif pb.path_from_id(path) in animated:
-                    keyed_unkeyed.append(name)
+                    paths.append("scale")
+                for path in paths:
+                    if keyframe:
+                        pb.keyframe_insert(path, frame=frame, group=name)
+                    elif pb.path_from_id(path) in animated and name not in keyed_unkeyed:
+                        keyed_unkeyed.append(name)
         for i, (enabled, influence) in saved.items():
             chain = chains[i]
             restore_enabled = enabled
@@ -327,7 +404,7 @@ def snap_fk_to_ik(context, ob, indices: list[int], keyframe: bool, disable: bool
             if i in bones:
                 result.snapped.append(chain.name)
     if keyed_unkeyed:
-        result.warnings.append(rpt_("Bones with rotation keys were not keyed ({}): turn on Keyframe, or their "
+        result.warnings.append(rpt_("Bones with keys were not keyed ({}): turn on Keyframe, or their "
                                     "snapped pose is lost at the next frame change").format(", ".join(keyed_unkeyed)))
     context.view_layer.update()
     return result

@@ -3,8 +3,8 @@
     python scripts/convergence.py [--trials 1000]
 
 Typical chains: gently curving (like a limb or tentacle at rest), targets taken from forward
-kinematics of random poses of the same chain (so reachable), solved from the rest pose. Seed 001
-claims below 0.1% of chain length within 5 iterations for typical chains.
+kinematics of random poses of the same chain (so reachable), solved from the rest pose. The project's
+goal: below 0.1% of chain length within 5 iterations for typical chains.
 """
 
 from __future__ import annotations

@@ -535,3 +535,98 @@ def test_snap_ik_to_fk_corrects_for_a_child_of_constraint_on_the_target():
         assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
         rig.chains[0].enabled = True
         assert largest_move(fk, joints(rig.ob)) <= IK_TO_FK * rig.length
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["unkeyed", "keyed"])
+def test_snaps_carry_the_stretch_of_a_stretching_chain(keyed):
+    """FK to IK keeps the stretch as the bones' scale without IK (keyed when asked); IK to FK back moves nothing."""
+    rig = arm_rig()
+    chain = rig.chains[0]
+    chain.use_stretch, chain.max_stretch = True, 1.5
+    chain.target.location = (0.0, 1.0, 2.4)  # 2.6 from the root: 1.3 x the arm's reach
+    pose_mode(rig.ob)
+    scene = bpy.context.scene
+    scene.frame_set(3)
+    ik = joints(rig.ob)
+    assert max(pb.scale[1] for pb in rig.ob.pose.bones) > 1.2  # stretched
+    assert bpy.ops.pose.fabrik_snap_fk_to_ik(keyframe=keyed) == {'FINISHED'}
+    assert largest_move(ik, joints(rig.ob)) <= FK_TO_IK
+    if keyed:
+        assert {fc.data_path for fc in fcurves(rig.ob)} >= {'pose.bones["b0"].scale', 'pose.bones["b1"].scale'}
+        scene.frame_set(4)
+        scene.frame_set(3)
+        assert largest_move(ik, joints(rig.ob)) <= FK_TO_IK
+    fk = joints(rig.ob)
+    chain.target.location = (0.5, 0.0, 1.0)  # somewhere else, then snapped back onto the stretched FK pose
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+    chain.influence = 1.0
+    assert largest_move(fk, joints(rig.ob)) <= IK_TO_FK * rig.length
+
+
+@pytest.mark.parametrize("solver, count", [('TWO_BONE', 2), ('FABRIK', 4)])
+def test_snap_ik_to_fk_of_a_straight_limb_moves_nothing(solver, count):
+    """A straight FK pose has its tip at exactly full reach, where the solve is most sensitive."""
+    ob = straightish_chain("Straight", count, bend=0.0)
+    chain = add_chain(ob, f"b{count - 1}", count, empty("Target", (0.0, 0.0, count)),
+                      pole=empty("Pole", (0.0, 2.0, 1.0)), solver=solver)
+    for pb in list(ob.pose.bones)[1:]:
+        pb.fabrik_limit.mode, pb.fabrik_limit.hinge_min, pb.fabrik_limit.hinge_max = 'HINGE', -0.5, 1.0
+    pose_mode(ob)
+    rng = np.random.default_rng(21)
+    worst = 0.0
+    for _k in range(20):
+        chain.enabled = False
+        write(ob.pose.bones["b0"], free(2.5)(rng))
+        fk = joints(ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        chain.enabled = True
+        worst = max(worst, largest_move(fk, joints(ob)) / count)
+    assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("name", list(RIGS))
+def test_snap_ik_to_fk_with_soft_ik_moves_nothing(name):
+    """Soft IK eases the reached distance: the target goes where the soft curve brings the tip onto the FK tip."""
+    rig = RIGS[name]()
+    for chain in rig.chains:
+        chain.softness = 0.3
+    pose_mode(rig.ob)
+    rng = np.random.default_rng(30)
+    worst = 0.0
+    for _k in range(30):
+        for chain in rig.chains:
+            chain.enabled = False
+        random_fk(rig, rng)
+        fk = joints(rig.ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk(all_chains=True) == {'FINISHED'}
+        for chain in rig.chains:
+            chain.enabled = True
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+    print(f"\n{name}, softness 0.3: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("name", ["arm with pole", "tentacle with cones"])
+def test_snap_ik_to_fk_reads_the_keyed_fk_pose_while_ik_is_shown(name):
+    """Keyed bones at influence 1: between frame changes their channels hold the IK pose, not the keys."""
+    rig = RIGS[name]()
+    chain = rig.chains[0]
+    pose_mode(rig.ob)
+    scene = bpy.context.scene
+    rng = np.random.default_rng(12)
+    worst = 0.0
+    for k in range(1, 11):
+        chain.influence = 0.0
+        scene.frame_set(k)
+        random_fk(rig, rng, frame=k)
+        scene.frame_set(k)
+        fk = joints(rig.ob)
+        chain.influence = 1.0
+        chain.target.location = Vector(fk[1] + rng.uniform(-0.3, 0.3, 3))  # IK shows another pose
+        scene.frame_set(k)
+        assert largest_move(fk, joints(rig.ob)) > 1e-3
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+        scene.frame_set(k)
+        worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
+    assert worst <= IK_TO_FK
