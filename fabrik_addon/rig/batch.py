@@ -27,7 +27,7 @@ from ..solver.rotations import (
     slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
-from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, unit_columns
+from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, placed_count, unit_columns
 from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
@@ -176,6 +176,7 @@ def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
 def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     """Solve each chain of one length, or queue it in ``requests``; invalid chains are recorded and
     left out of the result."""
+    n = pre.shape[1]
     steps = np.diff(every, axis=1)
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
@@ -184,7 +185,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     for c, (part, chain, plan) in enumerate(group):
         try:
             check_references_once(part.arm.ob, chain, plan)
-            inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
+            inputs = chain_inputs(part.arm, chain, plan, placed_count(chain, n), every[c], pre[c], parent[c],
                                   short[c] if any_short[c] else None)
             entry = out[c] = Entry(inputs)
             joints, target, pole, tolerance = inputs.start, inputs.target.to_tuple(), inputs.pole, inputs.tolerance

@@ -97,15 +97,15 @@ def placed_count(chain, bones: int) -> int:
     return bones - 1 if chain.match_target_rotation else bones
 
 
-def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short) -> ChainInputs:
+def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, placed: int, joints, pre, parent,
+                 short) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
-    ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
-    matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
-    segment too short to turn, or is None when none is.
+    ``placed`` is :func:`placed_count`; ``joints`` are the pose without IK's heads and the tip's tail,
+    ``pre`` its armature-space bone matrices and ``parent`` the root's parent matrix (mathutils or
+    numpy); ``short`` flags each segment too short to turn, or is None when none is.
     """
     n = len(plan.idx)
-    placed = placed_count(chain, n)
     if short is not None:
         for k in range(placed):
             if short[k]:
