@@ -27,7 +27,15 @@ from ..solver.rotations import (
     slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
-from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, placed_count, unit_columns
+from .inputs import (
+    ZERO_LENGTH,
+    ArmatureFrame,
+    ChainInputs,
+    ChainResult,
+    chain_inputs,
+    pose_scale_flags,
+    unit_columns,
+)
 from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
@@ -138,11 +146,13 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
     for (_, has_pole, tolerance, iterations), members in requests.items():
+        softness = [e.inputs.chain.softness for e in members]
         try:
             results = solve_chains(np.stack([e.inputs.start for e in members]),
                                    np.array([e.target for e in members]), tolerance=tolerance,
                                    max_iterations=iterations,
-                                   poles=np.array([e.pole for e in members]) if has_pole else None)
+                                   poles=np.array([e.pole for e in members]) if has_pole else None,
+                                   softness=np.array(softness) if any(softness) else 0.0)
         except ValueError as error:
             for entry in members:
                 entry.invalid = str(error)
@@ -176,17 +186,19 @@ def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
 def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     """Solve each chain of one length, or queue it in ``requests``; invalid chains are recorded and
     left out of the result."""
-    n = pre.shape[1]
     steps = np.diff(every, axis=1)
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
+    scale_flags = pose_scale_flags(pre, np.array([not chain.use_stretch for _, chain, _ in group]))
+    any_scaled = scale_flags.any(axis=1).tolist()
     out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):
         try:
             check_references_once(part.arm.ob, chain, plan)
-            inputs = chain_inputs(part.arm, chain, plan, placed_count(chain, n), every[c], pre[c], parent[c],
-                                  short[c] if any_short[c] else None)
+            inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
+                                  short[c] if any_short[c] else None,
+                                  scale_flags[c].tolist() if any_scaled[c] else ())
             entry = out[c] = Entry(inputs)
             joints, target, pole, tolerance = inputs.start, inputs.target.to_tuple(), inputs.pole, inputs.tolerance
             if not inputs.placed:
@@ -195,7 +207,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
             elif chain.solver == 'TWO_BONE' or inputs.limits is not None:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
-                                limits=inputs.limits, max_iterations=inputs.iterations)
+                                limits=inputs.limits, max_iterations=inputs.iterations, softness=chain.softness)
                 entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
             else:
                 entry.target = target

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,12 +21,15 @@ class SolveResult:
         Passes used (0 when the start pose already satisfied the request).
     reached : bool
         ``error <= tolerance``.
+    stretch : float
+        The factor every bone's length was scaled by (1 without ``use_stretch``).
     """
 
     joints: np.ndarray
     error: float
     iterations: int
     reached: bool
+    stretch: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -39,12 +42,19 @@ class ChainResults:
     error : ndarray, shape (C,)
     iterations : ndarray of int, shape (C,)
     reached : ndarray of bool, shape (C,)
+    stretch : ndarray, shape (C,)
+        Per-chain stretch factor (ones when not given).
     """
 
     joints: np.ndarray
     error: np.ndarray
     iterations: np.ndarray
     reached: np.ndarray
+    stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.stretch is None:
+            object.__setattr__(self, "stretch", np.ones(len(self.error)))
 
     def __len__(self) -> int:
         return len(self.error)
@@ -55,4 +65,5 @@ class ChainResults:
             error=float(self.error[index]),
             iterations=int(self.iterations[index]),
             reached=bool(self.reached[index]),
+            stretch=float(self.stretch[index]),
         )
