@@ -89,8 +89,9 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     placed = placed_count(chain, len(plan.idx))
     segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
     longest = max(segments, default=0.0)
-    short = [length <= ZERO_LENGTH * max(1.0, longest) for length in segments]
-    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short if any(short) else None)
+    limit = ZERO_LENGTH * max(1.0, longest)
+    short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
+    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short)
     result = _solve_points(inputs, segments)
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
