@@ -38,6 +38,8 @@ class ArmatureFrame:
     scale: float
     bones: Any  # ``ob.pose.bones``
     ev_bones: Any  # ``ev.pose.bones``
+    # Chains hang below others: every write records its matrices in ``new_matrices`` for them.
+    keep_matrices: bool = False
     # Armature-space pose matrices written this frame, for chains hanging below them.
     new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -45,11 +47,6 @@ class ArmatureFrame:
     def inv_world(self) -> np.ndarray:
         """``inv_world_m`` as numpy, made on first use (the few-chain path seldom needs it)."""
         return np.array(self.inv_world_m)
-
-    @property
-    def keep_matrices(self) -> bool:
-        """Whether chains hang below others: then every write records its matrices in ``new_matrices``."""
-        return bool(self.layout.dependent)
 
 
 def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
@@ -64,8 +61,9 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
     if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
             and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, layout(ob, rig_cache), depsgraph, world_m.inverted(),
-                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones)
+    plan = layout(ob, rig_cache)
+    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, plan, depsgraph, world_m.inverted(),
+                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones, bool(plan.dependent))
 
 
 @dataclass(eq=False, slots=True)

@@ -59,7 +59,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
         for p in arm.layout.free:
             chain = arm.chains[p.index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
-            stretches = chain.use_stretch or scaled[p.idx].any()
+            stretches = chain.use_stretch or (scaled and not scaled.isdisjoint(p.idx))
             (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
