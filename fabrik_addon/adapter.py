@@ -3,6 +3,8 @@ bones, rotation channels in any rotation mode, and the F-curve data paths of bon
 
 from __future__ import annotations
 
+import math
+
 import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
@@ -84,7 +86,18 @@ def channels_from_quaternion(mode: str, q: Quaternion, near) -> tuple[float, ...
     if mode == 'AXIS_ANGLE':
         axis, angle = q.to_axis_angle()
         return (angle, *axis)
-    return tuple(q.to_euler(mode, Euler(near[:3], mode)))
+    return tuple(q.to_euler(mode, Euler([_in_float32_reach(a) for a in near[:3]], mode)))
+
+
+# Blender stores Euler angles as float32: at 1e6 rad its step is 0.06 rad, so an angle written near
+# such a value lands visibly off. Beyond this, continuity is kept with the same angle minus whole turns.
+_PRECISE_ANGLE = 1000.0
+
+
+def _in_float32_reach(angle: float) -> float:
+    if abs(angle) <= _PRECISE_ANGLE or not math.isfinite(angle):
+        return angle if math.isfinite(angle) else 0.0
+    return math.remainder(angle, 2.0 * math.pi)
 
 
 def write_rotation(pose_bone, q: Quaternion, near) -> None:

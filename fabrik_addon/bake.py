@@ -12,9 +12,9 @@ from bpy.app.translations import pgettext_rpt as rpt_
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
-from . import adapter, compat, handlers
+from . import adapter, compat, diagnostics, handlers
 from .polls import active_armature
-from .rig.plan import ChainError, check_references, plan_chains
+from .rig.plan import ChainError, check_dependencies, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
 # A stretching chain's bone is keyed on scale Y only if it leaves its scale without IK by more than this
@@ -32,6 +32,20 @@ class BakeResult:
     max_error: float
     mean_error: float
     chain_errors: dict[int, tuple[float, float]]
+    note: str = ""  # what the user should know besides the numbers (a new action, invalid frames)
+
+
+UNREGISTERED = "The FABRIK IK add-on was unregistered during the bake"
+
+
+def registered() -> bool:
+    """Whether our properties still exist: after unregistering, touching a chain would crash Blender."""
+    return "fabrik" in bpy.types.Object.bl_rna.properties
+
+
+def _check_alive(done: str) -> None:
+    if not registered():
+        raise ValueError(f"{UNREGISTERED}; {done}")
 
 
 @dataclass
@@ -82,6 +96,7 @@ class Samples:
     tracks: list[np.ndarray]  # per bone, (keyed frames, channels), continuous frame to frame
     reaches: list[float]  # per bone, how far a turn of it can move baked points (reduction only)
     scales: dict[str, np.ndarray]  # stretched bones -> their scale Y at the keyed frames
+    invalid: dict[str, list[int]]  # chain name -> frames at which it was invalid (its keys: the pose without IK)
 
 
 def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, progress=None) -> BakeResult:
@@ -94,23 +109,34 @@ def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, pro
         raise ValueError(f"Frame range {options.frame_start}-{options.frame_end} is empty")
     if options.step < 1:
         raise ValueError("Step must be at least 1")
+    if ob.mode == 'EDIT':
+        raise ValueError(f"'{ob.name}' is in Edit Mode: leave it to bake")
+    if not ob.fabrik.enabled:
+        raise ValueError(f"FABRIK IK is switched off for '{ob.name}': switch it on to bake")
+    if ob.data.pose_position == 'REST':
+        raise ValueError(f"'{ob.name}' shows its Rest Position: switch to Pose Position to bake")
     bones = baked_bones(ob, chain_indices)
     scene = context.scene
     started = time.perf_counter()
     original_frame = scene.frame_current
     try:
         samples = sample(context, ob, bones, options, progress)
+        note = _own_action(ob)
         keys, key_seconds, baked = write_keys(context, ob, bones, samples, options, progress)
     finally:
-        if options.disable_chains:
+        if options.disable_chains and registered():
             for i in chain_indices:
                 ob.fabrik.chains[i].enabled = False
         scene.frame_set(original_frame)
+    _check_alive("keys were written but the chains were not switched off")
+    for name, frames in samples.invalid.items():
+        note += (" " if note else "") + (f"Chain '{name}' was invalid at {len(frames)} frames (from {frames[0]}), "
+                                         "where the keys hold the pose without IK.")
     seconds = time.perf_counter() - started
     drift = np.linalg.norm(baked - samples.live, axis=-1)  # (frames, bones, 2)
     chain_errors = measure(ob, bones, drift)
     return BakeResult(len(samples.live), len(bones.names), keys, seconds, key_seconds, float(drift.max()),
-                      float(drift.mean()), chain_errors)
+                      float(drift.mean()), chain_errors, note)
 
 
 def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
@@ -124,6 +150,7 @@ def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
     for i in chain_indices:
         try:
             check_references(ob, chains[i], plans[i].bones)
+            check_dependencies(ob, chains[i], plans[i])
         except ChainError as error:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
     names: list[str] = []
@@ -145,9 +172,15 @@ def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) 
     scales: dict[str, list[float]] = {name: [] for name in bones.stretching}
     live = np.empty((len(all_frames), len(bones.names), 2, 3))
     total_steps = len(all_frames) * (1 + len(options.budgets()))
+    invalid: dict[str, list[int]] = {}
     for k, frame in enumerate(all_frames):
         context.scene.frame_set(frame)
+        _check_alive("nothing was keyed")
         live[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones.names)
+        for i in bones.of_chain:
+            chain = ob.fabrik.chains[i]
+            if diagnostics.of(chain).status == 'INVALID':
+                invalid.setdefault(chain.name, []).append(frame)
         if frame in keyed_frames:
             for name, pb in zip(bones.names, pose_bones):
                 values[name].append(adapter.read_rotation(pb))
@@ -155,6 +188,7 @@ def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) 
                     scales[name].append(pb.scale[1])
         if progress:
             progress(k + 1, total_steps)
+            _check_alive("nothing was keyed")
     # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
     tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones.names,
                                                                                                  bones.modes)]
@@ -166,7 +200,7 @@ def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) 
         rest = base.scale[1] if base.scale_captured else track[0]
         if np.abs(np.array(track) - rest).max(initial=0.0) > STRETCH_KEY_THRESHOLD * abs(rest):
             stretched[name] = np.array(track, dtype=np.float64)[:, None]
-    return Samples(live, tracks, reaches, stretched)
+    return Samples(live, tracks, reaches, stretched, invalid)
 
 
 def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOptions,
@@ -190,6 +224,7 @@ def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOp
         baked = _replay(context, ob, bones.names, all_frames)
         if progress:
             progress(len(all_frames) * (2 + attempt), total_steps)
+        _check_alive("keys were written but their fidelity was not measured")
         if tolerance <= 0.0 or np.linalg.norm(baked - samples.live, axis=-1).max() > tolerance:
             break
         passed = (factor, keys, baked)
@@ -213,12 +248,36 @@ def measure(ob, bones: BakedBones, drift: np.ndarray) -> dict[int, tuple[float, 
     return chain_errors
 
 
+def _own_action(ob) -> str:
+    """Make sure the keys go into an action only ``ob`` plays: an action (or, on 4.4+, a slot) shared with
+    another object, or linked from a library, is copied first. Returns what to tell the user, if anything."""
+    adt = ob.animation_data
+    if adt is None or adt.action is None:
+        return ""
+    action = adt.action
+    slot = getattr(adt, "action_slot", None)
+    sharing = sorted(other.name for other in bpy.data.objects
+                     if other != ob and other.animation_data is not None and other.animation_data.action == action
+                     and getattr(other.animation_data, "action_slot", None) == slot)
+    if not sharing and action.is_editable:
+        return ""
+    copy = action.copy()
+    copy.name = f"{ob.name}Action"
+    identifier = slot.identifier if slot is not None else None
+    adt.action = copy
+    if identifier is not None:
+        adt.action_slot = next((s for s in copy.slots if s.identifier == identifier), None)
+    why = f"shared with {', '.join(repr(n) for n in sharing)}" if sharing else "linked from a library"
+    return f"Action '{action.name}' is {why}: baked into a copy, '{copy.name}'."
+
+
 def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
     """Heads and tails of ``bones`` as the keys play them, with this armature's IK paused."""
     out = np.empty((len(frames), len(bones), 2, 3))
     with handlers.suspended([ob.name]):
         for k, frame in enumerate(frames):
             context.scene.frame_set(frame)
+            _check_alive("keys were written but their fidelity was not measured")
             out[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones)
     return out
 
@@ -409,4 +468,6 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
                                    "live IK vs keys: max {:.3g}, mean {:.3g}").format(
             result.frames, result.bones, result.keys, fps, 100 * result.key_seconds / result.seconds,
             result.max_error, result.mean_error))
+        if result.note:
+            self.report({'WARNING'}, result.note)
         return {'FINISHED'}

@@ -42,7 +42,7 @@ def request_solve() -> None:
     cache.invalidate()
 
 
-def rigs(scene) -> list:
+def rigs(scene, depsgraph) -> list:
     """Armatures to solve: with chains, switched on, not paused, not in Edit Mode (whose bones are
     being changed; leaving it updates the Armature, which solves again).
 
@@ -57,12 +57,21 @@ def rigs(scene) -> list:
         found = [bpy.data.objects.get(name) for name in _state.rig_names]  # by name: ~1 us, not a walk
         if None in found:  # deleted or renamed: look again
             _state.rigs_key = ()
-            return rigs(scene)
+            return rigs(scene, depsgraph)
     else:
         found = [ob for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
         _state.rigs_key, _state.rig_names = key, {ob.name for ob in found}
-    return [ob for ob in found if ob.type == 'ARMATURE' and ob.fabrik.enabled and len(ob.fabrik.chains)
-            and ob.name not in _state.suspended and ob.mode != 'EDIT']
+    out: list = []
+    for ob in found:
+        if ob.type != 'ARMATURE' or not len(ob.fabrik.chains) or ob.name in _state.suspended or ob.mode == 'EDIT':
+            continue
+        if not ob.fabrik.enabled:
+            solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
+        elif ob.data.pose_position == 'REST':  # Blender shows the rest pose: nothing to solve or write
+            solve.settle(ob, "The armature shows its Rest Position", depsgraph)
+        else:
+            out.append(ob)
+    return out
 
 
 def forget_rigs() -> None:
@@ -106,7 +115,7 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
         return
     _state.busy = True
     try:
-        obs = rigs(scene)
+        obs = rigs(scene, depsgraph)
         refresh_feeds(obs)
         todo = obs if only is None else [ob for ob in obs if ob.name in only]
         solve.solve_armatures(todo, depsgraph)

@@ -40,7 +40,8 @@ _cli_commands: list = []
 def register() -> None:
     _register_classes()
     for owner, attr, group, name, description in PROPERTIES:
-        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description))
+        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description,
+                                                       override=props.OVERRIDABLE))
     handlers.install()
     # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
     _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))

@@ -83,18 +83,24 @@ def capture_base(pose_bone) -> None:
     q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
     pose_bone.fabrik_base.rotation = tuple(q)
     pose_bone.fabrik_base.captured = True
-    rig_cache = cache.peek(pose_bone.id_data.name)
+    rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
         rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
         rig_cache.static_base.pop(i, None)
 
 
-def restore_base(pose_bone) -> None:
-    """Put back the stored pose without IK (used when a chain is disabled or removed)."""
+def restore_base(pose_bone, evaluated_bone=None, animated: set | None = None) -> None:
+    """Put back the pose without IK (used when a chain is disabled or removed): the stored one, or with
+    ``evaluated_bone``, its keyed or driven channels as evaluated and the others as stored."""
     base = pose_bone.fabrik_base
-    if base.captured:
-        adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
+    if not base.captured:
+        return
+    if evaluated_bone is not None and animated:
+        setattr(pose_bone, adapter.rotation_path(pose_bone.rotation_mode),
+                base_channels(pose_bone, evaluated_bone, animated))
+        return
+    adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
 
 
 def base_scale(arm: ArmatureFrame, name: str) -> Vector:
@@ -117,9 +123,9 @@ def capture_scale(pose_bone) -> None:
     """Store the bone's current scale as its scale without IK (stretch writes on top of it)."""
     pose_bone.fabrik_base.scale = tuple(pose_bone.scale)
     pose_bone.fabrik_base.scale_captured = True
-    rig_cache = cache.peek(pose_bone.id_data.name)
+    rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
-        rig_cache.scaled[rig_cache.index[pose_bone.name]] = True
+        rig_cache.scaled.add(rig_cache.index[pose_bone.name])
 
 
 def restore_scale(pose_bone) -> None:
@@ -128,14 +134,15 @@ def restore_scale(pose_bone) -> None:
     if base.scale_captured:
         pose_bone.scale = tuple(base.scale)
         base.scale_captured = False
-        rig_cache = cache.peek(pose_bone.id_data.name)
+        rig_cache = cache.peek(pose_bone.id_data)
         if rig_cache is not None and pose_bone.name in rig_cache.index:
-            rig_cache.scaled[rig_cache.index[pose_bone.name]] = False
+            rig_cache.scaled.discard(rig_cache.index[pose_bone.name])
 
 
-def release(ob, chains, rotations: bool = True) -> None:
-    """Give the bones of ``chains`` back their stored pose (rotation and, where stretched, scale), except
-    bones another active chain still drives (its scale: another active stretching chain)."""
+def release(ob, chains, ev=None, rotations: bool = True) -> None:
+    """Give the bones of ``chains`` back their pose without IK (rotation and, where stretched, scale),
+    except bones another active chain still drives (its scale: another active stretching chain).
+    ``ev``: the evaluated armature, whose keyed or driven rotation channels then count, as in a solve."""
     active, stretching = set(), set()
     if ob.fabrik.enabled:
         for chain in ob.fabrik.chains:
@@ -152,9 +159,10 @@ def release(ob, chains, rotations: bool = True) -> None:
             names = chain_bones(ob, chain)
         except ChainError:
             continue
+        animated = cache.get(ob).animated_paths if ev is not None else None
         for name in names:
             if rotations and name not in active:
-                restore_base(ob.pose.bones[name])
+                restore_base(ob.pose.bones[name], None if ev is None else ev.pose.bones.get(name), animated)
             if name not in stretching:
                 restore_scale(ob.pose.bones[name])
 

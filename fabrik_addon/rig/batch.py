@@ -28,7 +28,16 @@ from ..solver.rotations import (
     slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
-from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, rest_side, unit_columns
+from .inputs import (
+    ZERO_LENGTH,
+    ArmatureFrame,
+    ChainInputs,
+    ChainResult,
+    chain_inputs,
+    pose_scale_flags,
+    rest_side,
+    unit_columns,
+)
 from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
@@ -183,12 +192,15 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
+    scale_flags = pose_scale_flags(pre, np.array([not chain.use_stretch for _, chain, _ in group]))
+    any_scaled = scale_flags.any(axis=1).tolist()
     out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):
         try:
             check_references_once(part.arm.ob, chain, plan)
             inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
-                                  short[c] if any_short[c] else None)
+                                  short[c] if any_short[c] else None,
+                                  scale_flags[c].tolist() if any_scaled[c] else ())
             entry = out[c] = Entry(inputs)
             joints, target, pole, tolerance = inputs.start, inputs.target.to_tuple(), inputs.pole, inputs.tolerance
             if not inputs.placed:

@@ -9,8 +9,8 @@ from .. import adapter
 from ..solver import ConeLimit, HingeLimit, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
-from .inputs import ArmatureFrame, parent_matrix, segment_frames, unit_columns, world_matrix
-from .plan import ChainError, ChainPlan, bone_depth, check_references, set_status
+from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
+from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
 
 
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
@@ -28,13 +28,13 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     rig_cache = arm.cache
     rel = [rig_cache.rel[rig_cache.index[n]] for n in names]  # rest matrices relative to the parent
     for chain, plan in zip(chains, plans):
-        check_references(ob, chain, plan.bones)
+        check_references_once(ob, chain, plan)
     channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
     base = [adapter.quaternion_from_channels(pb.rotation_mode, c) for pb, c in zip(pose_bones, channels)]
     top_parent = parent_matrix(arm, data[0])
     # Bones of stretching chains (and bones stretched until now) start from their scale without IK.
     stretching = {n for c, p in zip(chains, plans) if c.use_stretch for n in p.bones}
-    scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.scaled[rig_cache.index[n]]}
+    scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.index[n] in rig_cache.scaled}
 
     pre: dict[str, np.ndarray] = {}
     for k, bone in enumerate(data):
@@ -42,6 +42,10 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         scale = scales.get(bone.name, ev_bones[k].scale)
         pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], scale)
 
+    for plan in plans:
+        root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
+        check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
+                         uniform=not arm.chains[plan.index].use_stretch)
     joints = [pre[n][:3, 3] for n in names]
     parents = [-1] + [index[b.parent.name] for b in data[1:]]
     effectors: list[int] = []
