@@ -19,6 +19,13 @@ def matrix_to_np(matrix: Matrix) -> np.ndarray:
     return np.array(matrix, dtype=np.float64)
 
 
+def bulk_read(collection, attribute: str, count: int, width: int) -> np.ndarray:
+    """``count`` x ``width`` float values of ``attribute`` across a collection, in one ``foreach_get``."""
+    flat = np.empty(count * width, dtype=np.float32)
+    collection.foreach_get(attribute, flat)
+    return flat.reshape(count, width).astype(np.float64)
+
+
 def read_rotation(pose_bone) -> tuple[float, ...]:
     """The raw rotation channel values of a pose bone in its own rotation mode."""
     return tuple(getattr(pose_bone, rotation_path(pose_bone.rotation_mode)))

@@ -10,7 +10,8 @@ import numpy as np
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
-from . import adapter, compat, handlers, rig
+from . import adapter, compat, handlers
+from .rig.plan import ChainError, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
 
@@ -40,14 +41,14 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     scene = context.scene
     chains = ob.fabrik.chains
     handlers.request_solve()
-    plans = {plan.index: plan for plan in rig.plan_chains(ob)}
+    plans = {plan.index: plan for plan in plan_chains(ob)}
     missing = [chains[i].name for i in chain_indices if i not in plans]
     if missing:
         raise ValueError(f"Cannot bake invalid or disabled chains: {', '.join(missing)}")
     for i in chain_indices:
         try:
-            rig.check_references(ob, chains[i], plans[i].bones)
-        except rig.ChainError as error:
+            check_references(ob, chains[i], plans[i].bones)
+        except ChainError as error:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
     bones: list[str] = []
     chain_bones: dict[int, list[str]] = {}

@@ -1,6 +1,6 @@
 """Frame-change and depsgraph handlers that solve every armature with chains.
 
-Handlers never raise: a failing chain is marked invalid by :mod:`.rig`, anything unexpected is printed.
+Handlers never raise: a failing chain is marked invalid by :mod:`.rig.solve`, anything unexpected is printed.
 A frame change always solves. An edit solves the rigs it concerns: a target or pole moved, a rig's
 settings or pose changed, but not the update our own pose write causes (its *echo*).
 """
@@ -12,7 +12,8 @@ import traceback
 import bpy
 from bpy.app.handlers import persistent
 
-from . import cache, diagnostics, rig
+from . import cache, diagnostics
+from .rig import solve
 
 _busy = False
 _echo: set[str] = set()  # armatures whose next update is the one our own write caused
@@ -92,7 +93,7 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
                             _relevant.setdefault(target.as_pointer(), set()).add(ob.name)
             _relevant_key[0] = key
         todo = obs if only is None else [ob for ob in obs if ob.name in only]
-        rig.solve_armatures(todo, depsgraph)
+        solve.solve_armatures(todo, depsgraph)
         _echo.update(ob.name for ob in todo)
         _force = False
     except Exception:  # a handler must never raise into Blender

@@ -7,7 +7,9 @@ import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty
 from mathutils import Matrix
 
-from . import handlers, rig
+from . import handlers
+from .rig.base_pose import capture_base, release
+from .rig.plan import ChainError, chain_bones
 
 
 def _armature_in_pose_mode(context) -> bool:
@@ -60,15 +62,15 @@ class POSE_OT_fabrik_chain_add(bpy.types.Operator):
         chain.chain_length = self.chain_length
         chain.solver = self.solver
         try:
-            bones = rig.chain_bones(ob, chain)
-        except rig.ChainError as error:
+            bones = chain_bones(ob, chain)
+        except ChainError as error:
             ob.fabrik.chains.remove(len(ob.fabrik.chains) - 1)
             self.report({'ERROR'}, str(error))
             return {'CANCELLED'}
         for name in bones:
             pb = ob.pose.bones[name]
             if not pb.fabrik_base.captured:
-                rig.capture_base(pb)
+                capture_base(pb)
         world = ob.matrix_world
         if self.create_target:
             chain.target = _new_empty(context, f"{tip.name}_target", world @ tip.matrix, tip.tail, 'SPHERE')
@@ -140,7 +142,7 @@ class POSE_OT_fabrik_chain_remove(bpy.types.Operator):
     def execute(self, context):
         settings = context.object.fabrik
         index = min(settings.active_chain_index, len(settings.chains) - 1)
-        rig.release(context.object, [settings.chains[index]])
+        release(context.object, [settings.chains[index]])
         settings.chains.remove(index)
         settings.active_chain_index = max(0, index - 1)
         handlers.request_solve()

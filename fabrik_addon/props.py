@@ -28,18 +28,18 @@ def _changed(self, context) -> None:
 
 def _chain_enabled_changed(self, context) -> None:
     """A chain switched off gives its bones back their pose without IK."""
-    from . import rig
+    from .rig import base_pose
 
     if not self.enabled:
-        rig.release(self.id_data, [self])
+        base_pose.release(self.id_data, [self])
     _changed(self, context)
 
 
 def _rig_enabled_changed(self, context) -> None:
-    from . import rig
+    from .rig import base_pose
 
     if not self.enabled:
-        rig.release(self.id_data, list(self.chains))
+        base_pose.release(self.id_data, list(self.chains))
     _changed(self, context)
 
 

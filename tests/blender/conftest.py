@@ -31,7 +31,7 @@ def factory_settings():
 def solve_path(request, monkeypatch):
     """Run a test through both ways of solving standalone chains: mathutils and plain floats chain by
     chain (rigs with few bones), and numpy across all armatures (the rest)."""
-    from fabrik_addon import rig_small
+    from fabrik_addon.rig import solve
 
-    monkeypatch.setattr(rig_small, "SMALL_BONES", 10_000 if request.param == "few-chain path" else 0)
+    monkeypatch.setattr(solve, "SMALL_BONES", 10_000 if request.param == "few-chain path" else 0)
     return request.param

@@ -89,7 +89,7 @@ def test_target_at_infinity_or_nan_never_writes_nan():
 def test_a_solver_gone_wrong_never_writes_nan(monkeypatch, solve_path):
     """The last guard: whatever the solver returns, a non-finite rotation is never written and the
     chain keeps the pose it had, whole (no half-written chain)."""
-    from fabrik_addon import rig_batch, rig_small
+    from fabrik_addon.rig import batch, small
     from fabrik_addon.solver import ChainResults
 
     ob, good, good_target = two_chain_rig()
@@ -104,8 +104,8 @@ def test_a_solver_gone_wrong_never_writes_nan(monkeypatch, solve_path):
         count = len(joints)
         return ChainResults(joints, np.zeros(count), np.ones(count, dtype=int), np.ones(count, dtype=bool))
 
-    monkeypatch.setattr(rig_small, "solve_points", nan_points)
-    monkeypatch.setattr(rig_batch, "solve_chains", nan_chains)
+    monkeypatch.setattr(small, "solve_points", nan_points)
+    monkeypatch.setattr(batch, "solve_chains", nan_chains)
     good_target.location = (0.8, -0.4, 1.8)
     bpy.context.view_layer.update()
     assert good.status == 'INVALID' and "non-finite" in good.message, solve_path

@@ -249,7 +249,8 @@ def test_foreach_get_matrices_are_column_major():
 @pytest.mark.parametrize("influence", [1.0, 0.6])
 def test_few_chain_and_batched_paths_write_the_same_rotations(monkeypatch, influence):
     """Few bones go through mathutils and plain floats, many through numpy: the two paths must agree."""
-    from fabrik_addon import handlers, rig_small
+    from fabrik_addon import handlers
+    from fabrik_addon.rig import solve
 
     def solve_with(limit):
         bpy.ops.wm.read_factory_settings(use_empty=True)
@@ -265,7 +266,7 @@ def test_few_chain_and_batched_paths_write_the_same_rotations(monkeypatch, influ
         legs = straightish_chain("Legs", 2, location=(-3, 0, 0), prefix="l")
         add_chain(legs, "l1", 2, empty("T3", (-2.6, 0.3, 1.2)), influence=influence, solver='TWO_BONE',
                   pole=empty("P3", (-3.0, -2.0, 1.0)))
-        monkeypatch.setattr(rig_small, "SMALL_BONES", limit)
+        monkeypatch.setattr(solve, "SMALL_BONES", limit)
         handlers.request_solve()
         bpy.context.view_layer.update()
         return np.array([list(pb.rotation_quaternion) + list(pb.rotation_euler) for o in (ob, other, legs)

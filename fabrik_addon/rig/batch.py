@@ -5,7 +5,7 @@ across every chain of equal length whatever its armature, one :func:`.solver.sol
 chain shape and settings (two-bone and limited chains are solved one by one), and one bulk write
 (``foreach_set``) of each armature's quaternion channels. A numpy call costs 1-3 us whatever its
 size, so the number of calls per frame, not the number of bones, is what this path keeps low; a few
-short chains go through :mod:`.rig_small` instead.
+short chains go through :mod:`.small` instead.
 """
 
 from __future__ import annotations
@@ -16,22 +16,9 @@ from dataclasses import dataclass
 import numpy as np
 from mathutils import Quaternion
 
-from . import adapter, diagnostics
-from .cache import RigCache
-from .rig import (
-    ZERO_LENGTH,
-    ChainError,
-    RigState,
-    base_channels,
-    base_rotation,
-    check_references_once,
-    limits_for,
-    unit_columns,
-    world_point,
-    world_position,
-)
-from .solver import solve_chain, solve_chains, solve_two_bone
-from .solver.rotations import (
+from .. import adapter, diagnostics
+from ..solver import solve_chain, solve_chains, solve_two_bone
+from ..solver.rotations import (
     inverse3,
     matrices_from_quaternions,
     matrices_from_two_vectors,
@@ -39,25 +26,18 @@ from .solver.rotations import (
     quaternion_from_matrix,
     slerp_quaternions,
 )
+from .base_pose import base_rotations, write_near_base
+from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, unit_columns
+from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
-
-
-def bulk(collection, attribute: str, count: int, width: int) -> np.ndarray:
-    flat = np.empty(count * width, dtype=np.float32)
-    collection.foreach_get(attribute, flat)
-    return flat.reshape(count, width).astype(np.float64)
 
 
 @dataclass(eq=False)
 class Part:
     """One armature's share of the batch; its bones sit at ``offset`` in the shared table."""
 
-    ob: object
-    ev: object
-    state: RigState
-    cache: RigCache
-    keep_matrices: bool  # record written matrices for chains hanging below these
+    arm: ArmatureFrame
     offset: int
     wrote: bool = False
     _matrices: np.ndarray | None = None
@@ -65,8 +45,9 @@ class Part:
     def evaluated_matrices(self) -> np.ndarray:
         """Armature-space pose matrices (B, 4, 4) as evaluated, read in bulk on first use."""
         if self._matrices is None:
-            count = len(self.cache.names)
-            self._matrices = bulk(self.ev.pose.bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(0, 2, 1)
+            count = len(self.arm.cache.names)
+            self._matrices = adapter.bulk_read(self.arm.ev_bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(
+                0, 2, 1)
         return self._matrices
 
 
@@ -83,19 +64,30 @@ class Table:
     quaternion: np.ndarray  # (B,) bool: rotation mode QUATERNION
 
 
-Requests = dict[tuple, list[tuple]]  # chain shape and settings -> [(chain, entry), ...]
+@dataclass(eq=False, slots=True)
+class Entry:
+    """One chain of the batch: its inputs, then its result or why it has none."""
+
+    inputs: ChainInputs
+    target: tuple[float, ...] = ()  # ``inputs.target`` as floats, for stacking
+    pole: tuple[float, ...] | None = None
+    result: ChainResult | None = None
+    invalid: str | None = None
 
 
-def solve(armatures: list[tuple], depsgraph) -> None:
-    """Solve the standalone chains of ``armatures`` = [(ob, ev, items, state, cache, keep_matrices), ...]
-    (``items`` = [(chain, plan), ...], chains sharing no bones) and write their rotations."""
+Requests = dict[tuple, list[Entry]]  # chain shape and settings -> its chains
+
+
+def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
+    """Solve the standalone chains of ``armatures`` = [(armature, items), ...] (``items`` = [(chain, plan),
+    ...], chains sharing no bones) and write their rotations."""
     parts: list[Part] = []
     columns: dict[str, list[np.ndarray]] = defaultdict(list)
     by_length: dict[int, list[tuple]] = defaultdict(list)  # chain length -> [(part, chain, plan), ...]
     blocks: dict[int, list[tuple]] = defaultdict(list)  # chain length -> [(part, bone rows, parents), ...]
     offset = 0
-    for ob, ev, items, state, cache, keep_matrices in armatures:
-        part = Part(ob, ev, state, cache, keep_matrices, offset)
+    for arm, items in armatures:
+        part = Part(arm, offset)
         parts.append(part)
         plans_by_length: dict[int, list] = defaultdict(list)
         for chain, plan in items:
@@ -106,11 +98,12 @@ def solve(armatures: list[tuple], depsgraph) -> None:
             rows = np.array([plan.idx for plan in plans])
             blocks[length].append((part, rows + offset, np.array([plan.parent for plan in plans])))
             used.append(rows.ravel())
+        cache = arm.cache
         count = len(cache.names)
-        columns["location"].append(bulk(ev.pose.bones, "location", count, 3))
-        columns["scale"].append(bulk(ev.pose.bones, "scale", count, 3))
-        columns["base"].append(_base_rotations(ob, ev, np.concatenate(used), cache))
-        columns["written"].append(bulk(ob.pose.bones, "rotation_quaternion", count, 4))
+        columns["location"].append(adapter.bulk_read(arm.ev_bones, "location", count, 3))
+        columns["scale"].append(adapter.bulk_read(arm.ev_bones, "scale", count, 3))
+        columns["base"].append(base_rotations(arm.ob, arm.ev, np.concatenate(used), cache))
+        columns["written"].append(adapter.bulk_read(arm.bones, "rotation_quaternion", count, 4))
         columns["rel"].append(cache.rel)
         columns["lengths"].append(cache.lengths)
         columns["quaternion"].append(cache.quaternion)
@@ -132,49 +125,35 @@ def solve(armatures: list[tuple], depsgraph) -> None:
         pre = _forward_kinematics(parent, table.rel[idx], table.base[idx], table.location[idx], table.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], table.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
         every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
-        entries = _solve(group, idx, pre, parent, every, depsgraph, requests)
+        entries = _solve(group, pre, parent, every, requests)
         groups.append((group, idx, pre, parent, every, entries))
     solve_requests(requests)
     for group, idx, pre, parent, every, entries in groups:
         _write(table, group, idx, pre, parent, every, entries)
     for part in parts:
         if part.wrote:
-            count = len(part.cache.names)
+            count = len(part.arm.cache.names)
             rows = table.written[part.offset:part.offset + count]
-            part.ob.pose.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
-            part.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+            part.arm.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
+            part.arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
 
 
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
     for (_, has_pole, tolerance, iterations), members in requests.items():
         try:
-            results = solve_chains(np.stack([e["joints"] for _, e in members]),
-                                   np.array([e["target"] for _, e in members]), tolerance=tolerance,
+            results = solve_chains(np.stack([e.inputs.start for e in members]),
+                                   np.array([e.target for e in members]), tolerance=tolerance,
                                    max_iterations=iterations,
-                                   poles=np.array([e["pole"] for _, e in members]) if has_pole else None)
+                                   poles=np.array([e.pole for e in members]) if has_pole else None)
         except ValueError as error:
-            for _, entry in members:
-                entry["invalid"] = str(error)
+            for entry in members:
+                entry.invalid = str(error)
             continue
         errors, counts, reached = results.error.tolist(), results.iterations.tolist(), results.reached.tolist()
-        for k, (_, entry) in enumerate(members):
-            entry.update(solved=results.joints[k], error=errors[k], iterations=counts[k], reached=reached[k])
+        for k, entry in enumerate(members):
+            entry.result = ChainResult(results.joints[k], errors[k], counts[k], reached[k])
     requests.clear()
-
-
-def _base_rotations(ob, ev, used: np.ndarray, cache: RigCache) -> np.ndarray:
-    """Each bone's rotation without IK (wxyz): keyed or driven channels as evaluated, others as stored;
-    ``used`` are the bones the chains move, the ones whose base may still need capturing."""
-    base = cache.stored.copy()
-    animated = cache.animated & cache.quaternion[:, None]
-    if animated.any():
-        evaluated = bulk(ev.pose.bones, "rotation_quaternion", len(cache.names), 4)
-        base[animated] = evaluated[animated]
-    for i in used[~cache.captured[used] | ~cache.quaternion[used]]:
-        base[i] = tuple(base_rotation(ob, ev, cache, i))
-    norms = np.sqrt(np.einsum("ij,ij->i", base, base))[:, None]
-    return np.where(norms > 0.0, base / np.where(norms > 0.0, norms, 1.0), [1.0, 0.0, 0.0, 0.0])
 
 
 def _basis(q: np.ndarray, location: np.ndarray, scale: np.ndarray) -> np.ndarray:
@@ -197,79 +176,65 @@ def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
     return out
 
 
-def _solve(group, idx, pre, parent, every, depsgraph, requests: Requests) -> dict[int, dict]:
+def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     """Solve each chain of one length, or queue it in ``requests``; invalid chains are recorded and
     left out of the result."""
-    n = idx.shape[1]
     steps = np.diff(every, axis=1)
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
-    out: dict[int, dict] = {}
+    out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):
-        state = part.state
         try:
-            check_references_once(part.ob, chain, plan)
-            placed = n - 1 if chain.match_target_rotation else n
-            joints = every[c, :placed + 1]
-            if any_short[c] and short[c, :placed].any():
-                raise ChainError(f"Bone '{plan.bones[int(np.argmax(short[c, :placed]))]}' has zero length")
-            target = (state.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph,
-                                                         "Target")).to_tuple()
-            pole = None
-            if chain.pole is not None:
-                pole = (state.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole")).to_tuple()
-            tolerance = chain.tolerance / state.scale
-            entry = {"placed": placed, "joints": joints, "target": target, "tolerance": tolerance}
-            if placed < n:  # the tip will take the target's orientation
-                entry["frame"] = state.inv_world @ world_point(chain.target, chain.target_bone, depsgraph, "Target")
-            out[c] = entry
-            limits = None
-            if plan.limited:
-                limits = limits_for(part.ob, plan.bones[:placed], plan.bones, list(pre[c]), joints, parent[c])
-            if not placed:
+            check_references_once(part.arm.ob, chain, plan)
+            inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
+                                  short[c] if any_short[c] else None)
+            entry = out[c] = Entry(inputs)
+            joints, target, pole, tolerance = inputs.start, inputs.target.to_tuple(), inputs.pole, inputs.tolerance
+            if not inputs.placed:
                 error = float(np.linalg.norm(joints[0] - target))
-                entry.update(solved=joints, error=error, iterations=0, reached=error <= tolerance)
-            elif chain.solver == 'TWO_BONE' or limits is not None:
+                entry.result = ChainResult(joints, error, 0, error <= tolerance)
+            elif chain.solver == 'TWO_BONE' or inputs.limits is not None:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
-                result = solver(joints, target, pole=pole, tolerance=tolerance, limits=limits,
-                                max_iterations=chain.iterations)
-                entry.update(solved=result.joints, error=result.error, iterations=result.iterations,
-                             reached=result.reached)
+                result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
+                                limits=inputs.limits, max_iterations=inputs.iterations)
+                entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
             else:
-                entry["pole"] = pole
-                requests[(placed, pole is not None, tolerance, chain.iterations)].append((chain, entry))
+                entry.target = target
+                entry.pole = None if pole is None else pole.to_tuple()
+                requests[(inputs.placed, pole is not None, tolerance, inputs.iterations)].append(entry)
         except (ChainError, ValueError) as error:
             out.pop(c, None)
             diagnostics.record(chain, 'INVALID', str(error))
     return out
 
 
-def _write(table: Table, group, idx, pre, parent, every, solved) -> None:
+def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry]) -> None:
     """Turn each bone by its segment's from-to rotation, blend by influence, and put the quaternion
     channels into ``table.written`` (other rotation modes are written bone by bone)."""
-    for c in [c for c, entry in solved.items() if "invalid" in entry]:
-        diagnostics.record(group[c][1], 'INVALID', solved.pop(c)["invalid"])
+    for c in [c for c, entry in solved.items() if entry.invalid is not None]:
+        diagnostics.record(group[c][1], 'INVALID', solved.pop(c).invalid)
     valid = sorted(solved)
     if not valid:
         return
     n = idx.shape[1]
     vidx, vpre, vparent = idx[valid], pre[valid], parent[valid]
-    placed = np.array([solved[c]["placed"] for c in valid])
+    placed = np.array([solved[c].inputs.placed for c in valid])
     joints = every[valid]
     moved = joints.copy()
+    results = [solved[c].result for c in valid]
     if (placed == n).all():  # the usual case: every joint of every chain was placed
-        moved[:] = [solved[c]["solved"] for c in valid]
+        moved[:] = [r.joints for r in results]
     else:
-        for v, c in enumerate(valid):
-            moved[v, :placed[v] + 1] = solved[c]["solved"]
+        for v, r in enumerate(results):
+            moved[v, :placed[v] + 1] = r.joints
     before = np.diff(joints, axis=1)
     after = np.diff(moved, axis=1)
     matched = placed < n  # the tip's last segment does not turn: its orientation is set below
     before[matched, -1] = after[matched, -1] = _Y
     heads = moved[:, :n]
     influence = np.array([group[c][1].influence for c in valid])
-    frames = [solved[c].get("frame") for c in valid]
+    frames = [solved[c].inputs.target_matrix for c in valid]
     q = _local_rotations(vpre, vparent, table.rel[vidx], before, after, heads, frames, table.base[vidx], influence)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
     if not finite.all():  # never write a non-finite value: such chains keep their pose
@@ -283,24 +248,21 @@ def _write(table: Table, group, idx, pre, parent, every, solved) -> None:
     table.written[vidx[quaternion]] = q[quaternion]
     for v, k in zip(*np.nonzero(~quaternion)):  # other rotation modes: converted one bone at a time
         part, _, plan = group[valid[v]]
-        name = plan.bones[k]
-        pb = part.ob.pose.bones[name]
-        near = base_channels(pb, part.ev.pose.bones[name], part.cache.animated_paths)
-        adapter.write_rotation(pb, Quaternion(q[v, k]), near)
-    keep = [v for v, c in enumerate(valid) if group[c][0].keep_matrices]
+        write_near_base(part.arm, plan.bones[k], Quaternion(q[v, k]))
+    keep = [v for v, c in enumerate(valid) if group[c][0].arm.keep_matrices]
     if keep:  # chains hanging below these start from the pose just written
         final = _forward_kinematics(vparent[keep], table.rel[vidx[keep]], q[keep], table.location[vidx[keep]],
                                     table.scale[vidx[keep]])
         for row, v in enumerate(keep):
             part, _, plan = group[valid[v]]
             for k, name in enumerate(plan.bones):
-                part.state.new_matrices[name] = final[row, k]
+                part.arm.new_matrices[name] = final[row, k]
     for c, wrote in zip(valid, quaternion.any(axis=1).tolist()):
         part, chain, _ = group[c]
         part.wrote |= wrote
-        entry = solved[c]
-        diagnostics.record(chain, 'REACHED' if entry["reached"] else 'UNREACHABLE', "",
-                           entry["error"] * part.state.scale, entry["iterations"])
+        result = solved[c].result
+        diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "",
+                           result.error * part.arm.scale, result.iterations)
 
 
 def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influence) -> np.ndarray:
@@ -330,4 +292,3 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
         q[partial] = slerp_quaternions(base[partial], q[partial],
                                        np.broadcast_to(influence[partial, None], base[partial].shape[:-1]))
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)
-

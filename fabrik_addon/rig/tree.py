@@ -4,50 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import adapter, cache
-from .rig import (
-    ChainError,
-    ChainPlan,
-    RigState,
-    base_channels,
-    bone_depth,
-    check_references,
-    parent_matrix,
-    segment_frames,
-    set_status,
-    unit_columns,
-    world_point,
-)
-from .solver import ConeLimit, HingeLimit, solve_tree
-from .solver.rotations import matrix_from_two_vectors
+from .. import adapter
+from ..solver import ConeLimit, HingeLimit, solve_tree
+from ..solver.rotations import matrix_from_two_vectors
+from .base_pose import base_channels
+from .inputs import ArmatureFrame, parent_matrix, segment_frames, unit_columns, world_matrix
+from .plan import ChainError, ChainPlan, bone_depth, check_references, set_status
 
 
-def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
-    """Chains that share at least one bone, transitively, form one group; the rest stand alone."""
-    root = list(range(len(plans)))  # union-find over plan positions
-
-    def find(k: int) -> int:
-        while root[k] != k:
-            root[k] = root[root[k]]
-            k = root[k]
-        return k
-
-    owner: dict[str, int] = {}
-    for k, plan in enumerate(plans):
-        for bone in plan.bones:
-            if bone in owner:
-                root[find(k)] = find(owner[bone])
-            else:
-                owner[bone] = k
-    groups: dict[int, list[ChainPlan]] = {}
-    for k, plan in enumerate(plans):
-        groups.setdefault(find(k), []).append(plan)
-    return sorted((sorted(g, key=lambda p: p.index) for g in groups.values()),
-                  key=lambda g: min(p.depth for p in g))
-
-
-def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgraph) -> None:
-    """Solve ``chains`` (which share bones) as one tree and write every bone's rotation."""
+def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
+    """Solve the chains of ``plans`` (which share bones) as one tree and write every bone's rotation."""
+    ob, ev, depsgraph = arm.ob, arm.ev, arm.depsgraph
+    chains = [arm.chains[p.index] for p in plans]
     names: list[str] = []
     for plan in plans:
         names += [b for b in plan.bones if b not in names]
@@ -56,13 +24,13 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
     data = [ob.data.bones[n] for n in names]
     ev_bones = [ev.pose.bones[n] for n in names]
     pose_bones = [ob.pose.bones[n] for n in names]
-    rig_cache = cache.get(ob)
+    rig_cache = arm.cache
     rel = [rig_cache.rel[rig_cache.index[n]] for n in names]  # rest matrices relative to the parent
     for chain, plan in zip(chains, plans):
         check_references(ob, chain, plan.bones)
-    channels = [base_channels(pb, eb, state.animated) for pb, eb in zip(pose_bones, ev_bones)]
+    channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
     base = [adapter.quaternion_from_channels(pb.rotation_mode, c) for pb, c in zip(pose_bones, channels)]
-    top_parent = parent_matrix(ob, ev, data[0], state)
+    top_parent = parent_matrix(arm, data[0])
 
     pre: dict[str, np.ndarray] = {}
     for k, bone in enumerate(data):
@@ -88,15 +56,15 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
             raise ChainError(f"Chains '{chains[effectors.index(effector)].name}' and '{chain.name}' "
                              "end at the same point")
         effectors.append(effector)
-        target_world = world_point(chain.target, chain.target_bone, depsgraph, "Target")
-        target_frames.append(state.inv_world @ target_world)
+        target_world = world_matrix(chain.target, chain.target_bone, depsgraph, "Target")
+        target_frames.append(arm.inv_world @ target_world)
         targets.append(target_frames[-1][:3, 3])
         if chain.pole is not None:
-            poles.append((state.inv_world @ world_point(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3])
+            poles.append((arm.inv_world @ world_matrix(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3])
         else:
             poles.append(np.full(3, np.nan))
         weights.append(chain.weight)
-    tolerance = min(c.tolerance for c in chains) / state.scale
+    tolerance = min(c.tolerance for c in chains) / arm.scale
     children_of: list[list[int]] = [[] for _ in joints]
     for j in range(1, len(joints)):
         children_of[parents[j]].append(j)
@@ -139,15 +107,15 @@ def solve_group(ob, ev, chains, plans: list[ChainPlan], state: RigState, depsgra
             q = base[k].slerp(q, influence[name])
         adapter.write_rotation(pose_bones[k], q, channels[k])
         new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
-        state.new_matrices[name] = new[name]
+        arm.new_matrices[name] = new[name]
 
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         tip = plan.bones[-1]
         end = new[tip][:3, 3] if chain.match_target_rotation else \
             (new[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3]
         distance = float(np.linalg.norm(end - targets[i]))
-        set_status(chain, 'REACHED' if distance <= chain.tolerance / state.scale else 'UNREACHABLE', "",
-                   distance * state.scale, result.iterations)
+        set_status(chain, 'REACHED' if distance <= chain.tolerance / arm.scale else 'UNREACHABLE', "",
+                   distance * arm.scale, result.iterations)
 
 
 def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:

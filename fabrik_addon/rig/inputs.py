@@ -1,0 +1,231 @@
+"""What a frame's solve reads: each armature's state (:class:`ArmatureFrame`) and each chain's inputs
+(:class:`ChainInputs`, gathered by :func:`chain_inputs` for the few-chain and the batched path alike)."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from mathutils import Matrix, Vector
+
+from .. import adapter, cache
+from ..solver import ChainLimits, ConeLimit, HingeLimit
+from ..solver.rotations import matrix_from_two_vectors
+from .plan import ChainError, ChainPlan, Layout, layout
+
+# Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
+# whose square overflows.
+FAR_AWAY = 1e15
+# Relative tolerance for a uniform, positive armature scale.
+SCALE_TOLERANCE = 1e-5
+ZERO_LENGTH = 1e-9
+
+
+@dataclass(eq=False)
+class ArmatureFrame:
+    """One armature at this frame: what all its chains share."""
+
+    ob: Any  # the armature object
+    ev: Any  # its evaluated object
+    chains: Any  # ``ob.fabrik.chains``
+    cache: cache.RigCache
+    layout: Layout
+    depsgraph: Any
+    inv_world_m: Matrix  # armature object's world matrix inverted (mathutils: cheap single-point transforms)
+    scale: float
+    bones: Any  # ``ob.pose.bones``
+    ev_bones: Any  # ``ev.pose.bones``
+    # Armature-space pose matrices written this frame, for chains hanging below them.
+    new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
+
+    @functools.cached_property
+    def inv_world(self) -> np.ndarray:
+        """``inv_world_m`` as numpy, made on first use (the few-chain path seldom needs it)."""
+        return np.array(self.inv_world_m)
+
+    @property
+    def keep_matrices(self) -> bool:
+        """Whether chains hang below others: then every write records its matrices in ``new_matrices``."""
+        return bool(self.layout.dependent)
+
+
+def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
+    """The armature's state this frame; raises for a scale the solve cannot honour.
+
+    mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
+    are written so that NaN fails them.
+    """
+    ev = ob.evaluated_get(depsgraph)
+    world_m = ev.matrix_world
+    axes = world_m.to_scale()
+    if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
+            and math.isfinite(sum(world_m.translation))):
+        raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
+    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, layout(ob, rig_cache), depsgraph, world_m.inverted(),
+                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones)
+
+
+@dataclass(eq=False, slots=True)
+class ChainInputs:
+    """One chain's solve inputs this frame, in armature space."""
+
+    chain: Any  # its settings (solver, influence...)
+    plan: ChainPlan
+    placed: int  # bones whose directions the solver places (the tip may take the target's rotation)
+    start: Any  # (placed + 1) joints of the pose without IK: list of Vectors or (placed + 1, 3) array
+    target: Vector
+    pole: Vector | None
+    target_matrix: np.ndarray | None  # the target's 4x4 matrix, when the tip takes its orientation
+    limits: ChainLimits | None
+    tolerance: float
+    iterations: int
+
+
+@dataclass(eq=False, slots=True)
+class ChainResult:
+    joints: Any  # solved joints, as ``ChainInputs.start``
+    error: float  # tip-to-target distance, armature space
+    iterations: int
+    reached: bool
+
+
+def placed_count(chain, bones: int) -> int:
+    """How many of a chain's ``bones`` the solver places: all, or all but a tip that matches rotation."""
+    return bones - 1 if chain.match_target_rotation else bones
+
+
+def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short) -> ChainInputs:
+    """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
+
+    ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
+    matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
+    segment too short to turn, or is None when none is.
+    """
+    n = len(plan.idx)
+    placed = placed_count(chain, n)
+    if short is not None:
+        for k in range(placed):
+            if short[k]:
+                raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
+    depsgraph = arm.depsgraph
+    target = arm.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph, "Target")
+    pole = None
+    if chain.pole is not None:
+        pole = arm.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole")
+    target_matrix = None
+    if placed < n:  # the tip takes the target's orientation
+        target_matrix = arm.inv_world @ world_matrix(chain.target, chain.target_bone, depsgraph, "Target")
+    start = joints[:placed + 1]
+    limits = None
+    if plan.limited:
+        limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
+                            np.asarray(parent))
+    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
+                       chain.iterations)
+
+
+def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
+    """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
+
+    The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix.
+    """
+    ev = target.evaluated_get(depsgraph)
+    if target.type == 'ARMATURE' and bone_name:
+        point = ev.matrix_world @ ev.pose.bones[bone_name].head
+    else:
+        point = ev.matrix_world.translation
+    x, y, z = point
+    if not (abs(x) <= FAR_AWAY and abs(y) <= FAR_AWAY and abs(z) <= FAR_AWAY):  # also false for NaN
+        raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
+    return point
+
+
+def world_matrix(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
+    """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
+    ev = target.evaluated_get(depsgraph)
+    matrix = adapter.matrix_to_np(ev.matrix_world)
+    if target.type == 'ARMATURE' and bone_name:
+        matrix = matrix @ adapter.matrix_to_np(ev.pose.bones[bone_name].matrix)
+    if not np.isfinite(matrix).all() or np.abs(matrix[:3, 3]).max() > FAR_AWAY:
+        raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
+    return matrix
+
+
+def rest_relative(bone) -> np.ndarray:
+    """Rest matrix of a bone relative to its parent's rest matrix (armature space for a root bone)."""
+    local = adapter.matrix_to_np(bone.matrix_local)
+    if bone.parent is None:
+        return local
+    return np.linalg.inv(adapter.matrix_to_np(bone.parent.matrix_local)) @ local
+
+
+def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
+    """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone).
+
+    A parent already moved by another chain this frame is taken from that solve; a parent below
+    such a bone is recomputed from it; any other is taken from the evaluated pose.
+    """
+    parent = bone.parent
+    if parent is None:
+        return np.eye(4)
+    if parent.name in arm.new_matrices:
+        return arm.new_matrices[parent.name]
+    walk = parent.parent
+    while walk is not None and walk.name not in arm.new_matrices:
+        walk = walk.parent
+    if walk is None:
+        return adapter.matrix_to_np(arm.ev_bones[parent.name].matrix)
+    pb = arm.ev_bones[parent.name]
+    basis = adapter.matrix_to_np(pb.matrix_basis)
+    return parent_matrix(arm, parent) @ rest_relative(parent) @ basis
+
+
+def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], joints: np.ndarray,
+               parent: np.ndarray):
+    """ChainLimits for the placed bones, or None when none of them has a limit."""
+    items: list[ConeLimit | HingeLimit | None] = []
+    for name in placed:
+        limit = ob.pose.bones[name].fabrik_limit
+        if limit.mode == 'CONE':
+            items.append(ConeLimit(limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down))
+        elif limit.mode == 'HINGE':
+            if limit.hinge_min > limit.hinge_max:
+                raise ChainError(f"Bone '{name}': hinge Min is greater than Max")
+            items.append(HingeLimit(limit.hinge_min, limit.hinge_max))
+        else:
+            items.append(None)
+    if all(item is None for item in items):
+        return None
+    data = ob.data.bones
+    n = len(placed)
+    # Rest joints as the solver sees them: heads, then the tip's tail (or, when the tip matches the
+    # target's rotation, the tip's head).
+    end = data[bones[n]].head_local if n < len(bones) else data[placed[-1]].tail_local
+    rest_joints = np.array([np.array(data[name].head_local) for name in placed] + [np.array(end)])
+    bones_placed = [data[name] for name in placed]
+    rest_frames = segment_frames([adapter.matrix_to_np(b.matrix_local) for b in bones_placed], rest_joints)
+    pose_frames = segment_frames(pre[:n], joints)
+    offsets = np.empty((n, 3, 3))
+    first_parent = bones_placed[0].parent
+    parent_rest = np.eye(3) if first_parent is None else unit_columns(adapter.matrix_to_np(first_parent.matrix_local))
+    offsets[0] = parent_rest.T @ rest_frames[0]
+    offsets[1:] = np.swapaxes(rest_frames[:-1], 1, 2) @ rest_frames[1:]
+    return ChainLimits(items, frames=pose_frames, rest_offsets=offsets, base_frame=unit_columns(parent))
+
+
+def segment_frames(matrices: list[np.ndarray], joints: np.ndarray) -> np.ndarray:
+    """Bone frames turned so their Y axis follows the joint-to-joint segment (offsets ride along)."""
+    frames = []
+    for i, m in enumerate(matrices):
+        frame = unit_columns(m)
+        seg = joints[i + 1] - joints[i]
+        frames.append(matrix_from_two_vectors(frame[:, 1], seg / np.linalg.norm(seg)) @ frame)
+    return np.array(frames)
+
+
+def unit_columns(matrix: np.ndarray) -> np.ndarray:
+    m = np.array(matrix)[:3, :3]
+    return m / np.linalg.norm(m, axis=0)

@@ -1,0 +1,163 @@
+"""An armature's standalone chains one at a time, in mathutils and plain floats.
+
+For a few short chains a numpy call (1-3 us each, whatever its size) costs more than the arithmetic
+it does, and the batched path (:mod:`.batch`) makes dozens of them per armature. Here every step is
+a mathutils 4x4 operation (under 1 us) or float arithmetic, the solvers are the float entry points of
+the core (:func:`.solver.fabrik.solve_points`, :func:`.solver.two_bone.two_bone_points`), and rotations
+are written bone by bone (1.6-3 us each, which also tags the armature for re-evaluation).
+
+The results match the batched path's: same start pose, same solvers, same rotation rules.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from mathutils import Matrix, Quaternion, Vector
+
+from .. import diagnostics
+from ..solver import solve_chain, solve_two_bone
+from ..solver.fabrik import solve_points
+from ..solver.two_bone import two_bone_points
+from .base_pose import base_rotation, write_near_base
+from .inputs import (
+    ZERO_LENGTH,
+    ArmatureFrame,
+    ChainInputs,
+    ChainResult,
+    chain_inputs,
+    parent_matrix,
+    placed_count,
+    unit_columns,
+)
+from .plan import ChainError, ChainPlan, check_references_once
+
+
+@dataclass(eq=False, slots=True)
+class StartPose:
+    """One chain's pose without IK, in mathutils: where its solve starts and its rotations blend from."""
+
+    parent: Matrix  # armature-space matrix of the root's parent
+    pre: list[Matrix]  # armature-space matrix of each bone
+    base: list[Quaternion]  # each bone's local rotation
+    joints: list[Vector]  # heads, then the tip's tail
+
+
+def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
+    """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations."""
+    for chain, plan in items:
+        try:
+            _solve_chain(arm, chain, plan)
+        except (ChainError, ValueError) as error:
+            diagnostics.record(chain, 'INVALID', str(error))
+
+
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
+    """Forward kinematics from the parent, the base rotations and the evaluated location and scale."""
+    cache = arm.cache
+    evaluated = arm.ev_bones
+    p = plan.parent
+    if p < 0:
+        parent = Matrix.Identity(4)
+    elif not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
+        parent = evaluated[cache.names[p]].matrix.copy()
+    else:
+        parent = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist())
+    base, pre = [], []
+    m = parent
+    for i in plan.idx:
+        q = base_rotation(arm.ob, arm.ev, cache, i)
+        pb = evaluated[cache.names[i]]
+        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(pb.location, q, pb.scale)
+        base.append(q)
+        pre.append(m)
+    joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
+    return StartPose(parent, pre, base, joints)
+
+
+def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
+    check_references_once(arm.ob, chain, plan)
+    pose = _start_pose(arm, plan)
+    joints = pose.joints
+    placed = placed_count(chain, len(plan.idx))
+    segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
+    longest = max(segments, default=0.0)
+    short = [length <= ZERO_LENGTH * max(1.0, longest) for length in segments]
+    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short if any(short) else None)
+    result = _solve_points(inputs, segments)
+    if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
+        raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
+    _write(arm, inputs, pose, result.joints)
+    diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "", result.error * arm.scale,
+                       result.iterations)
+
+
+def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
+    """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
+    chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
+    if not inputs.placed:
+        solved, error, iterations = start, (start[0] - target).length, 0
+    elif inputs.limits is not None:
+        solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
+        result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
+                        tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits)
+        solved, error, iterations = [Vector(p) for p in result.joints], result.error, result.iterations
+    elif chain.solver == 'TWO_BONE':
+        points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
+                                 segments[1])
+        solved, iterations = [Vector(p) for p in points], 1
+        error = (solved[2] - target).length
+    else:
+        points, error, iterations = solve_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(),
+                                                 tolerance=tolerance, max_iterations=inputs.iterations)
+        solved = [Vector(p) for p in points]
+    return ChainResult(solved, error, iterations, error <= tolerance)
+
+
+def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: list[Vector]) -> None:
+    """Turn each bone by its segment's from-to rotation, blend by influence, write the channels.
+
+    The same rules as :func:`.batch._local_rotations`: offsets and twist ride along with the turn,
+    a tip matching its target takes the target's orientation, the channels stay in the hemisphere of
+    the pose without IK. Every rotation is computed before any is written, so a chain is written whole
+    or not at all, and never with a non-finite value.
+    """
+    cache, plan, joints = arm.cache, inputs.plan, pose.joints
+    influence = inputs.chain.influence
+    frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
+    rotations = []
+    above = pose.parent
+    last = len(plan.idx) - 1
+    for k, i in enumerate(plan.idx):
+        m = pose.pre[k]
+        if frame is not None and k == last:
+            rotation = Matrix(frame.tolist())
+        else:
+            before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
+            rotation = before.rotation_difference(after).to_matrix() @ m.to_3x3().normalized()
+        ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
+        q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
+        start = pose.base[k]
+        if influence < 1.0:
+            q = start.slerp(q, influence)
+        if q.dot(start) < 0.0:
+            q.negate()
+        rotations.append(q)
+        above = ik
+    if not math.isfinite(sum(sum(q) for q in rotations)):
+        raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
+    originals, evaluated = arm.bones, arm.ev_bones
+    keep_matrices = arm.keep_matrices
+    final = pose.parent
+    for k, (i, q) in enumerate(zip(plan.idx, rotations)):
+        name = plan.bones[k]
+        if cache.modes[i] == 'QUATERNION':
+            originals[name].rotation_quaternion = q
+        else:
+            write_near_base(arm, name, q)
+        if keep_matrices:  # chains hanging below these start from the pose just written
+            ev_pb = evaluated[name]
+            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, ev_pb.scale)
+            arm.new_matrices[name] = np.array(final)
