@@ -77,7 +77,7 @@ def solve_chains(
         u = (tgt[far] - roots[far]) / dist[far, None]
         out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
         error[far] = dist[far] - prep.totals[far]
-    settled = far | ((error <= tolerance) & (pole is None))
+    settled = far | (error <= tolerance)  # the start (.start.curled_start) already faces the pole
     todo = np.flatnonzero(~settled)
     if len(todo):
         best, best_error, used = _iterate(

@@ -16,6 +16,7 @@ from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors
+from .start import curled_start
 
 DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_ITERATIONS = 30
@@ -93,7 +94,8 @@ def solve_chain(
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
     else:
-        out, error, iterations = run_limited(prep.joints[0], *args, resolved)
+        out, error, iterations = run_limited(prep.joints[0], *args, resolved,
+                                             None if prep.unreachable[0] else start3)
     return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
 
 
@@ -158,18 +160,13 @@ def solve_points(
             reach += length
             out.append((root[0] + reach * ux, root[1] + reach * uy, root[2] + reach * uz))
         return out, distance - total, 0
-    if n >= 2 and math.dist(root, (xs[n], ys[n], zs[n])) >= total * (1.0 - EPS):
-        # A straight start: the shared set-up decides whether it needs a bend first.
-        result = solve_chain(np.array([xs, ys, zs]).T, np.array([tx, ty, tz]), pole=None if pole is None
-                             else np.array(pole, dtype=np.float64), tolerance=tolerance,
-                             max_iterations=max_iterations, min_improvement=min_improvement)
-        return [(p[0], p[1], p[2]) for p in result.joints.tolist()], result.error, result.iterations
-    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
-            for i in range(n)]
     if pole is not None:
         pole = (float(pole[0]), float(pole[1]), float(pole[2]))
         if not math.isfinite(sum(pole)):
             raise ValueError("pole contains NaN or infinity")
+    xs, ys, zs = curled_start(xs, ys, zs, lengths, (tx, ty, tz), pole)
+    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
+            for i in range(n)]
     (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
                                               int(max_iterations), min_improvement, None)
     return list(zip(xs, ys, zs)), error, iterations
@@ -198,7 +195,8 @@ def iterate(
     tiny = EPS * sum(L)
     sqrt = math.sqrt
     error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
-    if error <= tolerance and pole is None and limits is None:
+    if error <= tolerance and limits is None:
+        # The start (.start.curled_start) already faces the pole.
         return (xs, ys, zs), error, 0
 
     best: tuple[list[float], list[float], list[float]] | None = None
@@ -274,20 +272,23 @@ def run_limited(
     max_iterations: int,
     min_improvement: float,
     limits: ResolvedLimits,
+    original: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, int]:
     """:func:`run_fabrik` with limits, restarted from other poses when it settles short of the target.
 
     Limited FABRIK can settle where no pass moves it any more, depending on where it starts. When the
-    given pose fails, it starts again from that pose turned rigidly to aim at the target, then from
-    the chain laid straight toward it, then refines the best pose by :func:`ccd_limited`, keeping the
-    best. All fixed, so results stay deterministic; none of it runs when the first start reaches.
-    Iterations (and CCD sweeps) are summed.
+    given pose fails, it starts again from ``original`` (the pose without IK, when ``joints`` is the
+    curled start), from that pose turned rigidly to aim at the target, then from the chain laid
+    straight toward it, then refines the best pose by :func:`ccd_limited`, keeping the best. All fixed,
+    so results stay deterministic; none of it runs when the first start reaches. Iterations (and CCD
+    sweeps) are summed.
     """
     out, error, iterations = run_fabrik(joints, target, pole, dirs, lengths, unreachable, tolerance,
                                         max_iterations, min_improvement, limits)
     if error <= tolerance:
         return out, error, iterations
-    for start in _restarts(joints, target, lengths):
+    base = joints if original is None else original
+    for start in ([] if original is None else [original]) + _restarts(base, target, lengths):
         again, again_error, used = run_fabrik(start, target, pole, dirs, lengths, unreachable, tolerance,
                                               max_iterations, min_improvement, limits)
         iterations += used

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rotations import perpendicular
+from .start import curled_start
 
 # Relative size below which a distance or offset counts as zero.
 EPS = 1e-9
@@ -56,8 +57,20 @@ def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, l
     dist = norms(rel)
     unreachable = dist >= totals
     if lengths.shape[1] >= 2:
-        joints = _bend_collinear(joints, rel, dist, poles, lengths, totals, ~unreachable)
+        joints = _curl(joints, targets, poles, lengths, ~unreachable)
     return Prepared(joints, lengths, totals, unreachable)
+
+
+def _curl(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray,
+          candidates: np.ndarray) -> np.ndarray:
+    """The start pose of every reachable chain: :func:`.start.curled_start` (a new array)."""
+    out = joints.copy()
+    for c in np.flatnonzero(candidates):
+        xs, ys, zs = curled_start(joints[c, :, 0].tolist(), joints[c, :, 1].tolist(), joints[c, :, 2].tolist(),
+                                  lengths[c].tolist(), targets[c].tolist(),
+                                  None if poles is None else poles[c].tolist())
+        out[c] = np.array([xs, ys, zs]).T
+    return out
 
 
 def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles: np.ndarray | None,

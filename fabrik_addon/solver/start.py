@@ -1,0 +1,203 @@
+"""The pose FABRIK starts from: the pose without IK, curled and aimed until it reaches the target.
+
+FABRIK started straight from the pose without IK is ill-conditioned: its first pass pulls each joint
+toward its old position, and where the target (or a newly placed joint) passes near an old joint the
+direction to it swings through tens of degrees for a tiny move of the target. On smooth target paths
+that showed as pops of 10-160 degrees between frames, wherever the target crossed such a place or the
+pass count changed. So the start is built first as a smooth function of the target:
+
+1. curl: every joint turns by the same angle ``c`` about the chain's bend axis (the sum of its bends;
+   for a straight chain, toward the pole or a fixed perpendicular), ``c`` the first root from 0 of
+   ``|tip(c) - root| = |target - root|``. With ``z = exp(i c)`` the tip's offset across the axis is
+   the polynomial ``sum_k a_k z**k`` (``a_k``: bone ``k`` across the axis as a complex number), so a
+   safeguarded Newton search costs a few Horner evaluations;
+2. aim: the curled pose turned rigidly about the root by the minimal rotation onto the target;
+3. pole: rolled rigidly about the root-target line until the mean bend faces the pole.
+
+The result reaches the target exactly whenever the curl can match the distance (always for planar
+chains), so FABRIK has nothing left to do; otherwise it starts close. The start depends only on the
+pose without IK, the target and the pole: solves stay deterministic and continuous in the target.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from .rotations import perpendicular_floats, turn_floats
+
+# Relative size below which a distance or offset counts as zero (as in .prepare).
+EPS = 1e-9
+# Largest Newton steps while looking for the first root, in radians of total curl (summed over the joints):
+# small enough not to step over a root and the one after it.
+MAX_TOTAL_STEP = 0.5
+
+
+def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
+                 target: Sequence[float], pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]]:
+    """The start pose for a reachable target (see the module): new coordinate lists, lengths kept.
+
+    ``xs, ys, zs``: the pose without IK (N+1 joints); ``L``: its bone lengths. Returns the input lists
+    unchanged for a single bone or a target at the root.
+    """
+    n = len(L)
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    gx, gy, gz = target[0] - rx, target[1] - ry, target[2] - rz
+    r2 = gx * gx + gy * gy + gz * gz
+    total = math.fsum(L)
+    tiny = EPS * total
+    if n < 2 or r2 <= tiny * tiny:
+        return xs, ys, zs
+    sqrt = math.sqrt
+    dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
+    dy = [(ys[k + 1] - ys[k]) / L[k] for k in range(n)]
+    dz = [(zs[k + 1] - zs[k]) / L[k] for k in range(n)]
+    nx, ny, nz = _bend_axis(xs, ys, zs, dx, dy, dz, pole, tiny)
+    e1x, e1y, e1z = perpendicular_floats(nx, ny, nz)
+    e2x, e2y, e2z = ny * e1z - nz * e1y, nz * e1x - nx * e1z, nx * e1y - ny * e1x
+    along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
+    across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
+                      L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
+    p = math.fsum(along)
+    c = _curl_angle(across, p * p - r2, total * total, n)
+
+    # Build the curled pose: bone k turned by k*c about the axis.
+    z = complex(math.cos(c), math.sin(c))
+    zk = 1.0 + 0.0j
+    ox, oy, oz = [0.0], [0.0], [0.0]
+    for k in range(n):
+        w = across[k] * zk
+        zk *= z
+        ox.append(ox[-1] + along[k] * nx + w.real * e1x + w.imag * e2x)
+        oy.append(oy[-1] + along[k] * ny + w.real * e1y + w.imag * e2y)
+        oz.append(oz[-1] + along[k] * nz + w.real * e1z + w.imag * e2z)
+
+    # Aim: the minimal rotation taking the curled tip's direction onto the target's.
+    tx, ty, tz = ox[n], oy[n], oz[n]
+    t = sqrt(tx * tx + ty * ty + tz * tz)
+    r = sqrt(r2)
+    ux, uy, uz = gx / r, gy / r, gz / r
+    if t > tiny:
+        ax, ay, az = tx / t, ty / t, tz / t
+        for k in range(1, n + 1):
+            ox[k], oy[k], oz[k] = turn_floats(ax, ay, az, ux, uy, uz, ox[k], oy[k], oz[k])
+    if pole is not None:
+        _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
+    return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float], dy: list[float],
+               dz: list[float], pole: Sequence[float] | None, tiny: float) -> tuple[float, float, float]:
+    """Unit axis the chain curls about: the sum of its joints' bend axes; for a straight chain, the
+    axis that bends it toward the pole, else toward a fixed perpendicular of the chain."""
+    n = len(dx)
+    bx = by = bz = 0.0
+    for k in range(n - 1):
+        bx += dy[k] * dz[k + 1] - dz[k] * dy[k + 1]
+        by += dz[k] * dx[k + 1] - dx[k] * dz[k + 1]
+        bz += dx[k] * dy[k + 1] - dy[k] * dx[k + 1]
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    if b > 1e-9:
+        return bx / b, by / b, bz / b
+    ax, ay, az = dx[0], dy[0], dz[0]  # straight: every bone points this way
+    wx = wy = wz = 0.0
+    w = 0.0
+    if pole is not None:
+        wx, wy, wz = pole[0] - xs[0], pole[1] - ys[0], pole[2] - zs[0]
+        t = wx * ax + wy * ay + wz * az
+        wx, wy, wz = wx - t * ax, wy - t * ay, wz - t * az
+        w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if w > tiny:
+        wx, wy, wz = wx / w, wy / w, wz / w
+    else:
+        wx, wy, wz = perpendicular_floats(ax, ay, az)
+    bx, by, bz = ay * wz - az * wy, az * wx - ax * wz, ax * wy - ay * wx
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    return bx / b, by / b, bz / b
+
+
+def _evaluate(across: list[complex], c: float, offset: float) -> tuple[float, float]:
+    """``F(c) = |tip(c) - root|**2 - r**2`` and ``dF/dc`` (``offset`` = along-axis part squared - r**2)."""
+    z = complex(math.cos(c), math.sin(c))
+    n = len(across)
+    s = across[n - 1]
+    d = (n - 1) * across[n - 1]
+    for k in range(n - 2, -1, -1):
+        s = s * z + across[k]
+        d = d * z + k * across[k]
+    # d/dc of sum a_k z^k is i * sum k a_k z^k.
+    return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+
+
+def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> float:
+    """The first root of ``F`` from 0 (curling more to shorten the chain, less to lengthen it); where the
+    curl cannot match the distance, where ``|F|`` stops shrinking."""
+    f0, df = _evaluate(across, 0.0, offset)
+    if abs(f0) <= 1e-15 * scale:
+        return 0.0
+    sign = 1.0 if f0 > 0.0 else -1.0  # F > 0: the tip is too far, curl more
+    step_cap = MAX_TOTAL_STEP / (n - 1)
+    limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
+    c, f = 0.0, f0
+    for _ in range(8 * n + 32):
+        step = -f / df if df != 0.0 else 0.0
+        if step * sign > 0.0:  # Newton heads the right way
+            step = max(-step_cap, min(step_cap, step))
+        else:
+            step = sign * step_cap
+        new = c + step
+        if abs(new) > limit:
+            new = math.copysign(limit, new)
+        f_new, df_new = _evaluate(across, new, offset)
+        if f_new == 0.0 or (f_new > 0.0) != (f0 > 0.0):
+            return _refine(across, offset, scale, c, new, f)
+        if abs(f_new) >= abs(f) or new == c:
+            return c  # past the nearest the curl gets: FABRIK finishes from here
+        c, f, df = new, f_new, df_new
+    return c
+
+
+def _refine(across: list[complex], offset: float, scale: float, lo: float, hi: float, f_lo: float) -> float:
+    """The root of ``F`` between ``lo`` (where ``F`` has the sign ``f_lo``) and ``hi``: Newton steps kept
+    inside the bracket, bisection when they leave it."""
+    c = 0.5 * (lo + hi)
+    for _ in range(100):
+        f, df = _evaluate(across, c, offset)
+        if abs(f) <= 1e-15 * scale:
+            return c
+        if (f > 0.0) == (f_lo > 0.0):
+            lo = c
+        else:
+            hi = c
+        if abs(hi - lo) <= 1e-15 * max(1.0, abs(c)):
+            return c
+        new = c - f / df if df != 0.0 else lo
+        if not (min(lo, hi) < new < max(lo, hi)):
+            new = 0.5 * (lo + hi)
+        c = new
+    return c
+
+
+def _roll_to_pole(ox: list[float], oy: list[float], oz: list[float], ux: float, uy: float, uz: float,
+                  wx: float, wy: float, wz: float, tiny: float) -> None:
+    """Turn the interior joints (offsets from the root) rigidly about unit axis ``u`` (root to target)
+    until their mean faces the pole offset ``w``."""
+    n = len(ox) - 1
+    mx, my, mz = math.fsum(ox[1:n]) / (n - 1), math.fsum(oy[1:n]) / (n - 1), math.fsum(oz[1:n]) / (n - 1)
+    t = mx * ux + my * uy + mz * uz
+    mx, my, mz = mx - t * ux, my - t * uy, mz - t * uz
+    t = wx * ux + wy * uy + wz * uz
+    wx, wy, wz = wx - t * ux, wy - t * uy, wz - t * uz
+    m = math.sqrt(mx * mx + my * my + mz * mz)
+    w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if m <= tiny or w <= tiny:
+        return
+    c = (mx * wx + my * wy + mz * wz) / (m * w)
+    s = (ux * (my * wz - mz * wy) + uy * (mz * wx - mx * wz) + uz * (mx * wy - my * wx)) / (m * w)
+    for k in range(1, n):
+        vx, vy, vz = ox[k], oy[k], oz[k]
+        t = (vx * ux + vy * uy + vz * uz) * (1.0 - c)
+        cx, cy, cz = uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx
+        ox[k] = vx * c + cx * s + ux * t
+        oy[k] = vy * c + cy * s + uy * t
+        oz[k] = vz * c + cz * s + uz * t
