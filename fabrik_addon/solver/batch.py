@@ -14,6 +14,7 @@ from .fabrik import (
     DEFAULT_MAX_ITERATIONS,
     DEFAULT_MIN_IMPROVEMENT,
     DEFAULT_TOLERANCE,
+    SETTLE,
     STALL_PATIENCE,
     check_settings,
     run_fabrik,
@@ -64,8 +65,9 @@ def solve_chains(
                              bool(prep.unreachable[c]), tolerance, int(max_iterations), min_improvement, None)
                   for c in range(count)]
         error = np.array([s[1] for s in single])
-        return ChainResults(np.array([s[0] for s in single]), error, np.array([s[2] for s in single]),
-                            error <= tolerance)
+        used = np.array([s[2] for s in single])
+        return ChainResults(np.array([s[0] for s in single]), error, used, error <= tolerance,
+                            prep.unreachable | (error <= tolerance) | (used < max_iterations))
     out = prep.joints.copy()
     roots = prep.joints[:, 0]
     dist = np.linalg.norm(tgt - roots, axis=1)
@@ -77,7 +79,8 @@ def solve_chains(
         u = (tgt[far] - roots[far]) / dist[far, None]
         out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
         error[far] = dist[far] - prep.totals[far]
-    settled = far | (error <= tolerance)  # the start (.start.curled_start) already faces the pole
+    settle = np.minimum(tolerance, SETTLE * prep.totals)  # as in .fabrik.iterate
+    settled = far | (error <= settle)  # the start (.start.curled_start) already faces the pole
     todo = np.flatnonzero(~settled)
     if len(todo):
         best, best_error, used = _iterate(
@@ -88,18 +91,19 @@ def solve_chains(
             prep.dirs[todo].transpose(1, 2, 0).copy(),
             EPS * prep.totals[todo],
             error[todo],
-            tolerance,
+            settle[todo],
             int(max_iterations),
             min_improvement,
         )
         out[todo] = best.transpose(2, 0, 1)
         error[todo] = best_error
         iterations[todo] = used
-    return ChainResults(out, error, iterations, error <= tolerance)
+    reached = error <= tolerance
+    return ChainResults(out, error, iterations, reached, far | reached | (iterations < max_iterations))
 
 
 def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,
-             tiny: np.ndarray, error: np.ndarray, tolerance: float, max_iterations: int,
+             tiny: np.ndarray, error: np.ndarray, tolerance: np.ndarray, max_iterations: int,
              min_improvement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Iterate chains ``X (N+1, 3, A)`` until each stops; returns best joints, errors and iterations."""
     n = L.shape[0]
@@ -150,8 +154,8 @@ def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndar
             # are finished: dropping them costs a copy of every array, ~0.5 ms at 1000 chains.
             if alive.mean() < 0.75:
                 keep = alive
-                ids, best_error, previous, stalled, tiny, alive = (
-                    a[keep] for a in (ids, best_error, previous, stalled, tiny, alive))
+                ids, best_error, previous, stalled, tiny, alive, tolerance = (
+                    a[keep] for a in (ids, best_error, previous, stalled, tiny, alive, tolerance))
                 X, best, U, tgt, root, L = (_columns(a, keep) for a in (X, best, U, tgt, root, L))
                 pole = None if pole is None else _columns(pole, keep)
                 d, dist = np.empty_like(X[0]), np.empty(len(ids))

@@ -24,6 +24,10 @@ DEFAULT_MAX_ITERATIONS = 30
 # this fraction. One slow iteration is not enough: a chain folding past a near target speeds up again.
 DEFAULT_MIN_IMPROVEMENT = 1e-3
 STALL_PATIENCE = 3
+# Without limits, FABRIK iterates until the tip is this close (relative to the chain's length) when the
+# tolerance asks for less: where it stops then moves no joint by more than a tiny fraction of a frame's
+# motion, so the pose does not depend on how many passes ran (nor on float noise in the inputs).
+SETTLE = 1e-7
 
 Point = tuple[float, float, float]
 
@@ -93,10 +97,12 @@ def solve_chain(
             min_improvement)
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
+        converged = bool(prep.unreachable[0]) or iterations < max_iterations
     else:
-        out, error, iterations = run_limited(prep.joints[0], *args, resolved,
-                                             None if prep.unreachable[0] else start3)
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+        out, error, iterations, converged = limited_run(prep.joints[0], *args, resolved,
+                                                        None if prep.unreachable[0] else start3)
+    reached = error <= tolerance
+    return SolveResult(out[:, :dim], error, iterations, reached, reached or converged)
 
 
 def run_fabrik(
@@ -195,9 +201,11 @@ def iterate(
     tiny = EPS * sum(L)
     sqrt = math.sqrt
     error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
-    if error <= tolerance and limits is None:
-        # The start (.start.curled_start) already faces the pole.
-        return (xs, ys, zs), error, 0
+    if limits is None:
+        tolerance = min(tolerance, SETTLE * math.fsum(L))
+        if error <= tolerance:
+            # The start (.start.curled_start) already faces the pole.
+            return (xs, ys, zs), error, 0
 
     best: tuple[list[float], list[float], list[float]] | None = None
     best_error = math.inf
@@ -274,6 +282,25 @@ def run_limited(
     limits: ResolvedLimits,
     original: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, int]:
+    """:func:`limited_run` without its ``converged`` flag."""
+    out, error, iterations, _ = limited_run(joints, target, pole, dirs, lengths, unreachable, tolerance,
+                                            max_iterations, min_improvement, limits, original)
+    return out, error, iterations
+
+
+def limited_run(
+    joints: np.ndarray,
+    target: np.ndarray,
+    pole: np.ndarray | None,
+    dirs: np.ndarray,
+    lengths: np.ndarray,
+    unreachable: bool,
+    tolerance: float,
+    max_iterations: int,
+    min_improvement: float,
+    limits: ResolvedLimits,
+    original: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, int, bool]:
     """:func:`run_fabrik` with limits, restarted from other poses when it settles short of the target.
 
     Limited FABRIK can settle where no pass moves it any more, depending on where it starts. When the
@@ -281,12 +308,12 @@ def run_limited(
     curled start), from that pose turned rigidly to aim at the target, then from the chain laid
     straight toward it, then refines the best pose by :func:`ccd_limited`, keeping the best. All fixed,
     so results stay deterministic; none of it runs when the first start reaches. Iterations (and CCD
-    sweeps) are summed.
+    sweeps) are summed; ``converged`` is False when the final refinement ran out of sweeps.
     """
     out, error, iterations = run_fabrik(joints, target, pole, dirs, lengths, unreachable, tolerance,
                                         max_iterations, min_improvement, limits)
     if error <= tolerance:
-        return out, error, iterations
+        return out, error, iterations, True
     base = joints if original is None else original
     for start in ([] if original is None else [original]) + _restarts(base, target, lengths):
         again, again_error, used = run_fabrik(start, target, pole, dirs, lengths, unreachable, tolerance,
@@ -304,7 +331,8 @@ def run_limited(
         iterations += used
         if refined_error < error:
             out, error = refined, refined_error
-    return out, error, iterations
+        return out, error, iterations, error <= tolerance or used < max_iterations
+    return out, error, iterations, True
 
 
 def ccd_limited(joints: np.ndarray, target: np.ndarray, dirs: np.ndarray, lengths: np.ndarray,

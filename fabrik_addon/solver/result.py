@@ -21,12 +21,17 @@ class SolveResult:
         Passes used (0 when the start pose already satisfied the request).
     reached : bool
         ``error <= tolerance``.
+    converged : bool
+        The solve settled: it reached, or stopped because no pass brought the tip closer (the target is
+        out of reach, or out of reach under the limits). False when it ran out of iterations while
+        still closing in: more iterations would get closer.
     """
 
     joints: np.ndarray
     error: float
     iterations: int
     reached: bool
+    converged: bool = True
 
 
 @dataclass(frozen=True)
@@ -39,12 +44,15 @@ class ChainResults:
     error : ndarray, shape (C,)
     iterations : ndarray of int, shape (C,)
     reached : ndarray of bool, shape (C,)
+    converged : ndarray of bool, shape (C,), optional
+        As :attr:`SolveResult.converged` (all True when not given).
     """
 
     joints: np.ndarray
     error: np.ndarray
     iterations: np.ndarray
     reached: np.ndarray
+    converged: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.error)
@@ -55,4 +63,5 @@ class ChainResults:
             error=float(self.error[index]),
             iterations=int(self.iterations[index]),
             reached=bool(self.reached[index]),
+            converged=True if self.converged is None else bool(self.converged[index]),
         )

@@ -108,7 +108,7 @@ def test_weight_zero_reproduces_the_single_chain_solve_of_the_other_effector():
         joints, parents, effectors = random_y_tree(rng)
         path = path_to(parents, effectors[0])
         targets = np.stack([reachable_target(rng, joints[path]), rng.uniform(-3, 3, 3)])
-        tree = solve_tree(joints, parents, effectors, targets, weights=[1.0, 0.0], tolerance=1e-4,
+        tree = solve_tree(joints, parents, effectors, targets, weights=[1.0, 0.0], tolerance=1e-9,
                           max_iterations=100)
         out, iterations = chain_loop(joints[path], targets[0])
         np.testing.assert_allclose(tree.joints[path], out, atol=1e-12)
@@ -116,12 +116,13 @@ def test_weight_zero_reproduces_the_single_chain_solve_of_the_other_effector():
 
 
 def chain_loop(start: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int]:
-    """The single-chain FABRIK loop run from ``start`` itself (tolerance 1e-4, 100 iterations). Trees
-    iterate from the pose without IK; :func:`solve_chain` from a curled start (solver/start.py)."""
+    """The single-chain FABRIK loop run from ``start`` itself (tolerance 1e-9, below the loop's own settling
+    distance, and 100 iterations). Trees iterate from the pose without IK; :func:`solve_chain` from a
+    curled start (solver/start.py)."""
     lengths = lengths_of(start)
     unreachable = np.linalg.norm(target - start[0]) >= lengths.sum()
     out, _, iterations = run_fabrik(start, target, None, np.diff(start, axis=0) / lengths[:, None], lengths,
-                                    bool(unreachable), 1e-4, 100, DEFAULT_MIN_IMPROVEMENT, None)
+                                    bool(unreachable), 1e-9, 100, DEFAULT_MIN_IMPROVEMENT, None)
     return out, iterations
 
 
@@ -164,7 +165,7 @@ def test_chain_as_a_tree_equals_solve_chain():
     for _ in range(50):
         joints = random_chain(rng, 5, 3)
         target = reachable_target(rng, joints)
-        tree = solve_tree(joints, [-1, 0, 1, 2, 3, 4], [5], [target], tolerance=1e-4, max_iterations=100)
+        tree = solve_tree(joints, [-1, 0, 1, 2, 3, 4], [5], [target], tolerance=1e-9, max_iterations=100)
         np.testing.assert_allclose(tree.joints, chain_loop(joints, target)[0], atol=1e-12)
 
 
