@@ -10,7 +10,8 @@ class FABRIK_UL_chains(bpy.types.UIList):
 
     def draw_item(self, context, layout, data, item, icon, active_data, active_property, index=0, flt_flag=0):
         row = layout.row(align=True)
-        icons = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1'}
+        icons = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1',
+                 'NOT_CONVERGED': 'TIME'}
         row.prop(item, "name", text="", emboss=False, icon=icons[item.status])
         row.prop(item, "enabled", text="")
 
@@ -64,8 +65,9 @@ class VIEW3D_PT_fabrik(bpy.types.Panel):
         elif chain.status == 'NONE':
             box.label(text="Not solved yet" if chain.enabled else "Disabled", icon='INFO')
         else:
-            icon = 'CHECKMARK' if chain.status == 'REACHED' else 'ERROR'
-            box.label(text=f"{chain.status.title()}: {chain.last_error:.4g} from target, "
+            icon = {'REACHED': 'CHECKMARK', 'NOT_CONVERGED': 'TIME'}.get(chain.status, 'ERROR')
+            label = chain.status.replace('_', ' ').title()
+            box.label(text=f"{label}: {chain.last_error:.4g} from target, "
                            f"{chain.last_iterations} iterations", icon=icon)
         if chain.group:
             box.label(text=f"Solved together with: {chain.group}", icon='LINKED')

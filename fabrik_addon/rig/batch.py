@@ -151,8 +151,9 @@ def solve_requests(requests: Requests) -> None:
                 entry.invalid = str(error)
             continue
         errors, counts, reached = results.error.tolist(), results.iterations.tolist(), results.reached.tolist()
+        converged = [True] * len(members) if results.converged is None else results.converged.tolist()
         for k, entry in enumerate(members):
-            entry.result = ChainResult(results.joints[k], errors[k], counts[k], reached[k])
+            entry.result = ChainResult(results.joints[k], errors[k], counts[k], reached[k], converged[k])
     requests.clear()
 
 
@@ -198,7 +199,8 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
                                 limits=inputs.limits, max_iterations=inputs.iterations)
-                entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached)
+                entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached,
+                                           result.converged)
             else:
                 entry.target = target
                 entry.pole = None if pole is None else pole.to_tuple()
@@ -261,8 +263,8 @@ def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry
         part, chain, _ = group[c]
         part.wrote |= wrote
         result = solved[c].result
-        diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "",
-                           result.error * part.arm.scale, result.iterations)
+        diagnostics.record_solve(chain, result.reached, result.converged, result.error * part.arm.scale,
+                                 result.iterations)
 
 
 def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influence) -> np.ndarray:
@@ -270,8 +272,9 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
 
     A bone turns by the from-to rotation of its segment on top of its pose without IK (so twist and
     offsets ride along); a tip matching its target takes the target's orientation (``frames``); the
-    local rotation follows from the full-IK parent, then blends with the pose without IK by influence,
-    in the hemisphere of the pose without IK (so channel values depend on the frame's inputs alone).
+    local rotation follows from the full-IK parent (a matched tip then blends with the pose without IK
+    by influence; the other bones reached for a blended target), in the hemisphere of the pose without
+    IK (so channel values depend on the frame's inputs alone).
     """
     n = rel.shape[1]
     before, after = normalized(before), normalized(after)
@@ -287,8 +290,9 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
     local = inverse3(above[..., :3, :3] @ rel[..., :3, :3]) @ ik[..., :3, :3]
     rotation = normalized(local, axis=-2)
     q = quaternion_from_matrix(rotation)
-    partial = influence < 1.0
+    # The placed bones reached for the blended target (.inputs.blended_goal); a tip that takes the
+    # target's orientation blends it.
+    partial = (influence < 1.0) & np.array([frame is not None for frame in frames], dtype=bool)
     if partial.any():
-        q[partial] = slerp_quaternions(base[partial], q[partial],
-                                       np.broadcast_to(influence[partial, None], base[partial].shape[:-1]))
+        q[partial, -1] = slerp_quaternions(base[partial, -1], q[partial, -1], influence[partial])
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)

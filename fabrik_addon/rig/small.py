@@ -90,8 +90,7 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
     _write(arm, inputs, pose, result.joints)
-    diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "", result.error * arm.scale,
-                       result.iterations)
+    diagnostics.record_solve(chain, result.reached, result.converged, result.error * arm.scale, result.iterations)
 
 
 def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
@@ -103,7 +102,8 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
         solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
         result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
                         tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits)
-        solved, error, iterations = [Vector(p) for p in result.joints], result.error, result.iterations
+        return ChainResult([Vector(p) for p in result.joints], result.error, result.iterations, result.reached,
+                           result.converged)
     elif chain.solver == 'TWO_BONE':
         points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
                                  segments[1])
@@ -113,6 +113,10 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
         points, error, iterations = solve_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(),
                                                  tolerance=tolerance, max_iterations=inputs.iterations)
         solved = [Vector(p) for p in points]
+        # solve_points stops early only by reaching or stalling: all passes used and still short is
+        # running out of iterations.
+        reached = error <= tolerance
+        return ChainResult(solved, error, iterations, reached, reached or iterations < inputs.iterations)
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
@@ -140,7 +144,9 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
         ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
         q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
         start = pose.base[k]
-        if influence < 1.0:
+        if influence < 1.0 and frame is not None and k == last:
+            # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
+            # the target's orientation blends it.
             q = start.slerp(q, influence)
         if q.dot(start) < 0.0:
             q.negate()
