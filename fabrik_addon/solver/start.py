@@ -109,7 +109,15 @@ def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float
     plane = _least_squares_normal(dx, dy, dz, L)
     if plane is not None:
         px, py, pz = plane
-        if px * bx + py * by + pz * bz < 0.0:
+        side = px * bx + py * by + pz * bz
+        if abs(side) <= 1e-6:
+            # Bends that cancel (a jog, an S): curl toward where the interior joints bulge from the
+            # root-tip line, so float noise cannot pick the side.
+            side = _bulge_side(xs, ys, zs, px, py, pz)
+        if abs(side) <= 1e-6 * math.fsum(L) and pole is not None:
+            side = _bulge_side(xs[:1] + [pole[0]] + xs[-1:], ys[:1] + [pole[1]] + ys[-1:], zs[:1] + [pole[2]] + zs[-1:],
+                               px, py, pz)
+        if side < 0.0:
             return -px, -py, -pz
         return px, py, pz
     b = math.sqrt(bx * bx + by * by + bz * bz)
@@ -130,6 +138,18 @@ def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float
     bx, by, bz = ay * wz - az * wy, az * wx - ax * wz, ax * wy - ay * wx
     b = math.sqrt(bx * bx + by * by + bz * bz)
     return bx / b, by / b, bz / b
+
+
+def _bulge_side(xs: list[float], ys: list[float], zs: list[float], nx: float, ny: float, nz: float) -> float:
+    """``(mean interior joint - root) x (tip - root) . n``: positive when curling about ``n`` bends the
+    chain further toward where its interior joints lie (curling turns the later bones toward
+    ``n x (tip - root)``, so the interior bulges the other way)."""
+    n = len(xs) - 1
+    ax, ay, az = xs[n] - xs[0], ys[n] - ys[0], zs[n] - zs[0]
+    mx = math.fsum(xs[1:n]) / (n - 1) - xs[0]
+    my = math.fsum(ys[1:n]) / (n - 1) - ys[0]
+    mz = math.fsum(zs[1:n]) / (n - 1) - zs[0]
+    return (my * az - mz * ay) * nx + (mz * ax - mx * az) * ny + (mx * ay - my * ax) * nz
 
 
 def _least_squares_normal(dx: list[float], dy: list[float], dz: list[float],
