@@ -22,6 +22,7 @@ pose without IK, the target and the pole: solves stay deterministic and continuo
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -31,7 +32,7 @@ from .rotations import perpendicular_floats, turn_floats
 EPS = 1e-9
 # Largest Newton steps while looking for the first root, in radians of total curl (summed over the joints):
 # small enough not to step over a root and the one after it.
-MAX_TOTAL_STEP = 0.5
+MAX_TOTAL_STEP = 2.0
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
@@ -50,15 +51,8 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if n < 2 or r2 <= tiny * tiny:
         return xs, ys, zs
     sqrt = math.sqrt
-    dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
-    dy = [(ys[k + 1] - ys[k]) / L[k] for k in range(n)]
-    dz = [(zs[k + 1] - zs[k]) / L[k] for k in range(n)]
-    nx, ny, nz = _bend_axis(xs, ys, zs, dx, dy, dz, L, pole, tiny)
-    e1x, e1y, e1z = perpendicular_floats(nx, ny, nz)
-    e2x, e2y, e2z = ny * e1z - nz * e1y, nz * e1x - nx * e1z, nx * e1y - ny * e1x
-    along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
-    across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
-                      L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
+    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across = _shape(
+        tuple(xs), tuple(ys), tuple(zs), tuple(L), None if pole is None else tuple(pole))
     p = math.fsum(along)
     c = _curl_angle(across, p * p - r2, total * total, n)
 
@@ -80,11 +74,47 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     ux, uy, uz = gx / r, gy / r, gz / r
     if t > tiny:
         ax, ay, az = tx / t, ty / t, tz / t
-        for k in range(1, n + 1):
-            ox[k], oy[k], oz[k] = turn_floats(ax, ay, az, ux, uy, uz, ox[k], oy[k], oz[k])
+        cos = ax * ux + ay * uy + az * uz
+        if cos < -1.0 + 1e-12:  # a half turn: turn_floats picks its axis
+            for k in range(1, n + 1):
+                ox[k], oy[k], oz[k] = turn_floats(ax, ay, az, ux, uy, uz, ox[k], oy[k], oz[k])
+        else:
+            # turn_floats as a matrix, built once: I + [w]x + [w]x^2 / (1 + cos), w = a x u.
+            wx, wy, wz = ay * uz - az * uy, az * ux - ax * uz, ax * uy - ay * ux
+            h = 1.0 / (1.0 + cos)
+            m00, m11, m22 = 1.0 - h * (wy * wy + wz * wz), 1.0 - h * (wx * wx + wz * wz), 1.0 - h * (wx * wx + wy * wy)
+            m01, m10 = h * wx * wy - wz, h * wx * wy + wz
+            m02, m20 = h * wx * wz + wy, h * wx * wz - wy
+            m12, m21 = h * wy * wz - wx, h * wy * wz + wx
+            for k in range(1, n + 1):
+                vx, vy, vz = ox[k], oy[k], oz[k]
+                ox[k] = m00 * vx + m01 * vy + m02 * vz
+                oy[k] = m10 * vx + m11 * vy + m12 * vz
+                oz[k] = m20 * vx + m21 * vy + m22 * vz
     if pole is not None:
         _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
     return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+@functools.lru_cache(maxsize=512)
+def _shape(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], L: tuple[float, ...],
+           pole: tuple[float, ...] | None) -> tuple:
+    """What the curl needs from the pose without IK (and, for a straight chain, the pole): the axis
+    ``n``, two unit vectors ``e1``, ``e2 = n x e1`` across it, and each bone along ``n`` (floats) and
+    across it (complex numbers in ``e1``, ``e2``). Cached: a pose without IK seldom changes between
+    frames, and the cache key is all it depends on."""
+    n = len(L)
+    tiny = EPS * math.fsum(L)
+    dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
+    dy = [(ys[k + 1] - ys[k]) / L[k] for k in range(n)]
+    dz = [(zs[k + 1] - zs[k]) / L[k] for k in range(n)]
+    nx, ny, nz = _bend_axis(list(xs), list(ys), list(zs), dx, dy, dz, L, pole, tiny)
+    e1x, e1y, e1z = perpendicular_floats(nx, ny, nz)
+    e2x, e2y, e2z = ny * e1z - nz * e1y, nz * e1x - nx * e1z, nx * e1y - ny * e1x
+    along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
+    across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
+                      L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
+    return nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across
 
 
 def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float], dy: list[float],
@@ -209,50 +239,45 @@ def _evaluate(across: list[complex], c: float, offset: float) -> tuple[float, fl
 
 def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> float:
     """The first root of ``F`` from 0 (curling more to shorten the chain, less to lengthen it); where the
-    curl cannot match the distance, where ``|F|`` stops shrinking."""
+    curl cannot match the distance, where ``|F|`` stops shrinking.
+
+    Newton steps from 0, each at most ``MAX_TOTAL_STEP`` of total curl, until one crosses the root; then
+    Newton steps kept inside the bracket (bisection when they leave it) to full precision.
+    """
     f0, df = _evaluate(across, 0.0, offset)
-    if abs(f0) <= 1e-15 * scale:
+    small = 1e-15 * scale
+    if abs(f0) <= small:
         return 0.0
-    sign = 1.0 if f0 > 0.0 else -1.0  # F > 0: the tip is too far, curl more
-    step_cap = MAX_TOTAL_STEP / (n - 1)
+    positive = f0 > 0.0  # the tip is too far: curl more
+    sign = 1.0 if positive else -1.0
+    cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
     c, f = 0.0, f0
-    for _ in range(8 * n + 32):
+    lo, hi = 0.0, math.nan  # F has the sign of f0 at lo and the other sign at hi, once bracketed
+    for _ in range(8 * n + 64):
         step = -f / df if df != 0.0 else 0.0
-        if step * sign > 0.0:  # Newton heads the right way
-            step = max(-step_cap, min(step_cap, step))
+        if hi != hi:  # not bracketed yet (hi is NaN)
+            if step * sign > 0.0:  # Newton heads the right way
+                step = max(-cap, min(cap, step))
+            else:
+                step = sign * cap
+            new = max(-limit, min(limit, c + step))
         else:
-            step = sign * step_cap
-        new = c + step
-        if abs(new) > limit:
-            new = math.copysign(limit, new)
+            new = c + step
+            if not (min(lo, hi) < new < max(lo, hi)):
+                new = 0.5 * (lo + hi)
         f_new, df_new = _evaluate(across, new, offset)
-        if f_new == 0.0 or (f_new > 0.0) != (f0 > 0.0):
-            return _refine(across, offset, scale, c, new, f)
-        if abs(f_new) >= abs(f) or new == c:
+        if abs(f_new) <= small:
+            return new
+        if (f_new > 0.0) != positive:
+            hi = new
+        elif hi != hi and (abs(f_new) >= abs(f) or new == c):
             return c  # past the nearest the curl gets: FABRIK finishes from here
-        c, f, df = new, f_new, df_new
-    return c
-
-
-def _refine(across: list[complex], offset: float, scale: float, lo: float, hi: float, f_lo: float) -> float:
-    """The root of ``F`` between ``lo`` (where ``F`` has the sign ``f_lo``) and ``hi``: Newton steps kept
-    inside the bracket, bisection when they leave it."""
-    c = 0.5 * (lo + hi)
-    for _ in range(100):
-        f, df = _evaluate(across, c, offset)
-        if abs(f) <= 1e-15 * scale:
-            return c
-        if (f > 0.0) == (f_lo > 0.0):
-            lo = c
         else:
-            hi = c
-        if abs(hi - lo) <= 1e-15 * max(1.0, abs(c)):
+            lo = new
+        c, f, df = new, f_new, df_new
+        if hi == hi and abs(hi - lo) <= 4e-16 * max(1.0, abs(c)):
             return c
-        new = c - f / df if df != 0.0 else lo
-        if not (min(lo, hi) < new < max(lo, hi)):
-            new = 0.5 * (lo + hi)
-        c = new
     return c
 
 
