@@ -11,10 +11,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .rotations import perpendicular
-from .start import curled_start
+from .start import curled_start, curled_starts
 
 # Relative size below which a distance or offset counts as zero.
 EPS = 1e-9
+# From this many chains on, the curled starts are built in numpy across chains.
+CURL_IN_NUMPY = 8
 # Deflection (radians) of the first bone when a straight chain must be given a bend to start from.
 PRE_BEND = 0.25
 
@@ -63,9 +65,15 @@ def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, l
 
 def _curl(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray,
           candidates: np.ndarray) -> np.ndarray:
-    """The start pose of every reachable chain: :func:`.start.curled_start` (a new array)."""
+    """The start pose of every reachable chain (:mod:`.start`; a new array): chain by chain in plain
+    floats for a few chains, in numpy across chains for many."""
     out = joints.copy()
-    for c in np.flatnonzero(candidates):
+    rel = targets - joints[:, 0]
+    rows = np.flatnonzero(candidates & (norms(rel) > EPS * lengths.sum(axis=1)))
+    if len(rows) >= CURL_IN_NUMPY:
+        out[rows] = curled_starts(joints[rows], targets[rows], None if poles is None else poles[rows], lengths[rows])
+        return out
+    for c in rows:
         xs, ys, zs = curled_start(joints[c, :, 0].tolist(), joints[c, :, 1].tolist(), joints[c, :, 2].tolist(),
                                   lengths[c].tolist(), targets[c].tolist(),
                                   None if poles is None else poles[c].tolist())

@@ -26,6 +26,8 @@ import functools
 import math
 from collections.abc import Sequence
 
+import numpy as np
+
 from .rotations import perpendicular_floats, turn_floats
 
 # Relative size below which a distance or offset counts as zero (as in .prepare).
@@ -304,3 +306,192 @@ def _roll_to_pole(ox: list[float], oy: list[float], oz: list[float], ux: float, 
         ox[k] = vx * c + cx * s + ux * t
         oy[k] = vy * c + cy * s + uy * t
         oz[k] = vz * c + cz * s + uz * t
+
+
+def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None,
+                  lengths: np.ndarray) -> np.ndarray:
+    """:func:`curled_start` for ``C`` chains at once, in numpy: ``joints (C, N+1, 3)`` (N >= 2, every
+    target reachable and off the root), ``targets (C, 3)``, ``poles (C, 3)`` or None, ``lengths (C, N)``.
+    The same steps in the same order, so each row equals the single-chain result (to rounding)."""
+    count, n1, _ = joints.shape
+    n = n1 - 1
+    root = joints[:, 0]
+    g = targets - root
+    r2 = np.einsum("ci,ci->c", g, g)
+    total = lengths.sum(axis=1)
+    tiny = EPS * total
+    d = np.diff(joints, axis=1) / lengths[:, :, None]
+    axis = _bend_axes(joints, d, lengths, poles, tiny)
+    e1 = _perpendiculars(axis)
+    e2 = np.cross(axis, e1)
+    along = lengths * np.einsum("cki,ci->ck", d, axis)
+    across = lengths * (np.einsum("cki,ci->ck", d, e1) + 1j * np.einsum("cki,ci->ck", d, e2))
+    p = along.sum(axis=1)  # fsum in the single-chain version: equal to rounding
+    c = _curl_angles(across, p * p - r2, total * total, n)
+
+    z = np.exp(1j * c)
+    powers = np.empty((count, n), dtype=complex)
+    powers[:, 0] = 1.0
+    for k in range(1, n):
+        powers[:, k] = powers[:, k - 1] * z
+    w = across * powers
+    steps = along[:, :, None] * axis[:, None] + w.real[:, :, None] * e1[:, None] + w.imag[:, :, None] * e2[:, None]
+    offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
+
+    tip = offsets[:, n]
+    t = np.sqrt(np.einsum("ci,ci->c", tip, tip))
+    u = g / np.sqrt(r2)[:, None]
+    aim = t > tiny
+    a = tip / np.where(aim, t, 1.0)[:, None]
+    cos = np.einsum("ci,ci->c", a, u)
+    half = aim & (cos < -1.0 + 1e-12)
+    turn = aim & ~half
+    if turn.any():
+        wv = np.cross(a[turn], u[turn])
+        h = 1.0 / (1.0 + cos[turn])
+        skew = np.zeros((len(wv), 3, 3))
+        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -wv[:, 2], wv[:, 1], -wv[:, 0]
+        skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = wv[:, 2], -wv[:, 1], wv[:, 0]
+        m = np.eye(3) + skew + h[:, None, None] * (skew @ skew)
+        offsets[turn] = offsets[turn] @ np.swapaxes(m, 1, 2)
+    for row in np.flatnonzero(half):
+        ax, ay, az = a[row]
+        ux, uy, uz = u[row]
+        offsets[row, 1:] = [turn_floats(ax, ay, az, ux, uy, uz, *v) for v in offsets[row, 1:].tolist()]
+    if poles is not None:
+        _roll_to_poles(offsets, u, poles - root, tiny)
+    return root[:, None] + offsets
+
+
+def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np.ndarray | None,
+               tiny: np.ndarray) -> np.ndarray:
+    """:func:`_bend_axis` for every chain (``d``: unit bone directions ``(C, N, 3)``)."""
+    b = np.cross(d[:, :-1], d[:, 1:]).sum(axis=1)
+    m = np.einsum("ck,cki,ckj->cij", lengths, d, d)
+    values, vectors = np.linalg.eigh(m)
+    trace = values.sum(axis=1)
+    plane = (values[:, 1] - values[:, 0] > 1e-6 * trace) & (values[:, 2] - values[:, 0] > 1e-12 * trace)
+    normal = vectors[:, :, 0]
+    side = np.einsum("ci,ci->c", normal, b)
+    cancel = np.abs(side) <= 1e-6
+    if cancel.any():
+        side = np.where(cancel, _bulge_sides(joints, normal), side)
+        if poles is not None:
+            weak = cancel & (np.abs(side) <= 1e-6 * lengths.sum(axis=1))
+            if weak.any():
+                through = np.stack([joints[:, 0], poles, joints[:, -1]], axis=1)
+                side = np.where(weak, _bulge_sides(through, normal), side)
+    out = np.where((side < 0.0)[:, None], -normal, normal)
+    if not plane.all():
+        bn = np.sqrt(np.einsum("ci,ci->c", b, b))
+        bent = ~plane & (bn > 1e-9)
+        out[bent] = b[bent] / bn[bent, None]
+        straight = ~plane & ~bent
+        if straight.any():
+            a = d[straight, 0]
+            wv = np.zeros_like(a)
+            wn = np.zeros(len(a))
+            if poles is not None:
+                wv = poles[straight] - joints[straight, 0]
+                wv = wv - np.einsum("ci,ci->c", wv, a)[:, None] * a
+                wn = np.sqrt(np.einsum("ci,ci->c", wv, wv))
+            toward = wn > tiny[straight]
+            wv = np.where(toward[:, None], wv / np.where(toward, wn, 1.0)[:, None], _perpendiculars(a))
+            bv = np.cross(a, wv)
+            out[straight] = bv / np.sqrt(np.einsum("ci,ci->c", bv, bv))[:, None]
+    return out
+
+
+def _bulge_sides(joints: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """:func:`_bulge_side` for every chain."""
+    a = joints[:, -1] - joints[:, 0]
+    m = joints[:, 1:-1].mean(axis=1) - joints[:, 0]
+    return np.einsum("ci,ci->c", np.cross(m, a), normal)
+
+
+def _perpendiculars(u: np.ndarray) -> np.ndarray:
+    """``perpendicular_floats`` for every row of ``u (C, 3)``."""
+    x, y, z = np.abs(u).T
+    by_z = (z <= x) & (z <= y)
+    by_x = ~by_z & (x <= y)
+    out = np.where(by_z[:, None], np.stack([u[:, 1], -u[:, 0], np.zeros(len(u))], axis=1),
+                   np.where(by_x[:, None], np.stack([np.zeros(len(u)), u[:, 2], -u[:, 1]], axis=1),
+                            np.stack([-u[:, 2], np.zeros(len(u)), u[:, 0]], axis=1)))
+    return out / np.sqrt(np.einsum("ci,ci->c", out, out))[:, None]
+
+
+def _evaluate_all(across: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_evaluate` for every chain."""
+    z = np.cos(c) + 1j * np.sin(c)
+    n = across.shape[1]
+    s = across[:, n - 1].copy()
+    d = (n - 1) * across[:, n - 1]
+    for k in range(n - 2, -1, -1):
+        s = s * z + across[:, k]
+        d = d * z + k * across[:, k]
+    return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+
+
+def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int) -> np.ndarray:
+    """:func:`_curl_angle` for every chain: the same steps, chains dropping out as they finish."""
+    count = len(offset)
+    f0, df = _evaluate_all(across, np.zeros(count), offset)
+    small = 1e-15 * scale
+    out = np.zeros(count)
+    active = np.abs(f0) > small
+    positive = f0 > 0.0
+    sign = np.where(positive, 1.0, -1.0)
+    cap = MAX_TOTAL_STEP / (n - 1)
+    limit = 2.0 * math.pi / n
+    c, f = np.zeros(count), f0.copy()
+    lo, hi = np.zeros(count), np.full(count, np.nan)
+    for _ in range(8 * n + 64):
+        if not active.any():
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(df != 0.0, -f / np.where(df != 0.0, df, 1.0), 0.0)
+        open_ = np.isnan(hi)
+        free = np.where(step * sign > 0.0, np.clip(step, -cap, cap), sign * cap)
+        new_open = np.clip(c + free, -limit, limit)
+        new_closed = c + step
+        inside = (np.fmin(lo, hi) < new_closed) & (new_closed < np.fmax(lo, hi))
+        new_closed = np.where(inside, new_closed, 0.5 * (lo + hi))
+        new = np.where(open_, new_open, new_closed)
+        f_new, df_new = _evaluate_all(across, new, offset)
+        found = active & (np.abs(f_new) <= small)
+        out[found] = new[found]
+        active &= ~found
+        crossed = (f_new > 0.0) != positive
+        stuck = active & ~crossed & open_ & ((np.abs(f_new) >= np.abs(f)) | (new == c))
+        out[stuck] = c[stuck]
+        active &= ~stuck
+        hi = np.where(active & crossed, new, hi)
+        lo = np.where(active & ~crossed, new, lo)
+        c = np.where(active, new, c)
+        f = np.where(active, f_new, f)
+        df = np.where(active, df_new, df)
+        shrunk = active & ~np.isnan(hi) & (np.abs(hi - lo) <= 4e-16 * np.maximum(1.0, np.abs(c)))
+        out[shrunk] = c[shrunk]
+        active &= ~shrunk
+    out[active] = c[active]
+    return out
+
+
+def _roll_to_poles(offsets: np.ndarray, u: np.ndarray, w: np.ndarray, tiny: np.ndarray) -> None:
+    """:func:`_roll_to_pole` for every chain (offsets changed in place)."""
+    n = offsets.shape[1] - 1
+    m = offsets[:, 1:n].mean(axis=1)
+    m = m - np.einsum("ci,ci->c", m, u)[:, None] * u
+    w = w - np.einsum("ci,ci->c", w, u)[:, None] * u
+    mn = np.sqrt(np.einsum("ci,ci->c", m, m))
+    wn = np.sqrt(np.einsum("ci,ci->c", w, w))
+    ok = (mn > tiny) & (wn > tiny)
+    if not ok.any():
+        return
+    norm = np.where(ok, mn * wn, 1.0)
+    cos = np.where(ok, np.einsum("ci,ci->c", m, w) / norm, 1.0)
+    sin = np.where(ok, np.einsum("ci,ci->c", u, np.cross(m, w)) / norm, 0.0)
+    v = offsets[:, 1:n]
+    t = np.einsum("cki,ci->ck", v, u) * (1.0 - cos)[:, None]
+    offsets[:, 1:n] = (v * cos[:, None, None] + np.cross(u[:, None], v) * sin[:, None, None]
+                       + u[:, None] * t[:, :, None])

@@ -147,17 +147,17 @@ def test_converged_tells_running_out_of_iterations_from_out_of_reach():
     far = joints[0] + np.array([2.0 * total, 0.0, 0.0])
     result = solve_chain(joints, far)
     assert not result.reached and result.converged
-    # A tolerance of 0 never reaches; one pass is not enough to settle: ran out.
+    # A tolerance of 1e-12: one pass is not enough to get there where the curled start does not: ran out.
     out_of_passes = [solve_chain(joints, reachable_target(rng, joints), pole=joints[0] + [0.0, total, 0.0],
-                                 tolerance=0.0, max_iterations=1, min_improvement=0.0) for _ in range(20)]
+                                 tolerance=1e-12, max_iterations=1, min_improvement=0.0) for _ in range(20)]
     assert any(not r.converged for r in out_of_passes)
     assert all(r.converged == (r.reached or r.iterations < 1) for r in out_of_passes)
     # The same flags from the batched solver.
     targets = np.array([reachable_target(rng, joints) for _ in range(40)] + [far])
     many = np.repeat(joints[None], len(targets), axis=0)
     for budget in (1, 30):
-        batch = solve_chains(many, targets, tolerance=0.0, max_iterations=budget, min_improvement=0.0)
-        single = [solve_chain(j, t, tolerance=0.0, max_iterations=budget, min_improvement=0.0)
+        batch = solve_chains(many, targets, tolerance=1e-12, max_iterations=budget, min_improvement=0.0)
+        single = [solve_chain(j, t, tolerance=1e-12, max_iterations=budget, min_improvement=0.0)
                   for j, t in zip(many, targets)]
         assert batch.converged is not None
         assert batch.converged.tolist() == [s.converged for s in single]
