@@ -347,13 +347,14 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     half = aim & (cos < -1.0 + 1e-12)
     turn = aim & ~half
     if turn.any():
-        wv = np.cross(a[turn], u[turn])
-        h = 1.0 / (1.0 + cos[turn])
-        skew = np.zeros((len(wv), 3, 3))
-        skew[:, 0, 1], skew[:, 0, 2], skew[:, 1, 2] = -wv[:, 2], wv[:, 1], -wv[:, 0]
-        skew[:, 1, 0], skew[:, 2, 0], skew[:, 2, 1] = wv[:, 2], -wv[:, 1], wv[:, 0]
-        m = np.eye(3) + skew + h[:, None, None] * (skew @ skew)
-        offsets[turn] = offsets[turn] @ np.swapaxes(m, 1, 2)
+        # v + w x v + (w x (w x v)) / (1 + cos), w = a x u: turn_floats, row by row (batched 3x3 matrix
+        # products of this size cost more than the arithmetic).
+        wv = np.cross(a, u)[:, None]
+        h = np.where(turn, 1.0 / np.where(turn, 1.0 + cos, 1.0), 0.0)[:, None, None]
+        v = offsets
+        wxv = np.cross(wv, v)
+        turned = v + wxv + h * np.cross(wv, wxv)
+        offsets = np.where(turn[:, None, None], turned, offsets)
     for row in np.flatnonzero(half):
         ax, ay, az = a[row]
         ux, uy, uz = u[row]
@@ -367,11 +368,7 @@ def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np
                tiny: np.ndarray) -> np.ndarray:
     """:func:`_bend_axis` for every chain (``d``: unit bone directions ``(C, N, 3)``)."""
     b = np.cross(d[:, :-1], d[:, 1:]).sum(axis=1)
-    m = np.einsum("ck,cki,ckj->cij", lengths, d, d)
-    values, vectors = np.linalg.eigh(m)
-    trace = values.sum(axis=1)
-    plane = (values[:, 1] - values[:, 0] > 1e-6 * trace) & (values[:, 2] - values[:, 0] > 1e-12 * trace)
-    normal = vectors[:, :, 0]
+    normal, plane = _least_squares_normals(d, lengths)
     side = np.einsum("ci,ci->c", normal, b)
     cancel = np.abs(side) <= 1e-6
     if cancel.any():
@@ -400,6 +397,39 @@ def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np
             bv = np.cross(a, wv)
             out[straight] = bv / np.sqrt(np.einsum("ci,ci->c", bv, bv))[:, None]
     return out
+
+
+def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_least_squares_normal` for every chain: the normals ``(C, 3)`` and where they exist."""
+    x, y, z = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+    lx, ly = lengths * x, lengths * y
+    a, b, c = (lx * x).sum(axis=1), (ly * y).sum(axis=1), (lengths * z * z).sum(axis=1)
+    dd, e, f = (lx * y).sum(axis=1), (lx * z).sum(axis=1), (ly * z).sum(axis=1)
+    trace = a + b + c
+    q = trace / 3.0
+    p = np.sqrt(((a - q) ** 2 + (b - q) ** 2 + (c - q) ** 2 + 2.0 * (dd * dd + e * e + f * f)) / 6.0)
+    spread = p > 1e-12 * trace
+    p = np.where(spread, p, 1.0)
+    ba, bb, bc, bd, be, bf = (a - q) / p, (b - q) / p, (c - q) / p, dd / p, e / p, f / p
+    det = ba * (bb * bc - bf * bf) - bd * (bd * bc - bf * be) + be * (bd * bf - bb * be)
+    phi = np.arccos(np.clip(det / 2.0, -1.0, 1.0)) / 3.0
+    high = q + 2.0 * p * np.cos(phi)
+    low = q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0)
+    middle = trace - high - low
+    ok = spread & (middle - low > 1e-6 * trace)
+    r0 = np.stack([a - low, dd, e], axis=1)
+    r1 = np.stack([dd, b - low, f], axis=1)
+    r2 = np.stack([e, f, c - low], axis=1)
+    best = np.cross(r0, r1)
+    best_norm = np.einsum("ci,ci->c", best, best)
+    for u, v in ((r0, r2), (r1, r2)):
+        x = np.cross(u, v)
+        norm = np.einsum("ci,ci->c", x, x)
+        longer = norm > best_norm
+        best = np.where(longer[:, None], x, best)
+        best_norm = np.where(longer, norm, best_norm)
+    ok &= best_norm > 0.0
+    return best / np.sqrt(np.where(ok, best_norm, 1.0))[:, None], ok
 
 
 def _bulge_sides(joints: np.ndarray, normal: np.ndarray) -> np.ndarray:
