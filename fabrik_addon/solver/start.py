@@ -247,7 +247,7 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
     Newton steps kept inside the bracket (bisection when they leave it) to full precision.
     """
     f0, df = _evaluate(across, 0.0, offset)
-    small = 1e-15 * scale
+    small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     if abs(f0) <= small:
         return 0.0
     positive = f0 > 0.0  # the tip is too far: curl more
@@ -466,7 +466,7 @@ def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: i
     """:func:`_curl_angle` for every chain: the same steps, chains dropping out as they finish."""
     count = len(offset)
     f0, df = _evaluate_all(across, np.zeros(count), offset)
-    small = 1e-15 * scale
+    small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     out = np.zeros(count)
     active = np.abs(f0) > small
     positive = f0 > 0.0
