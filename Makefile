@@ -6,19 +6,33 @@ PY := $(VENV)/bin/python
 PY42 := $(VENV42)/bin/python
 PYTEST_ARGS ?=
 
+# Both pinned bpy wheels (Blender 4.2 and 5.0) are built for CPython 3.11 only.
+define check_python
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "error: '$(PYTHON)' was not found. The bpy wheels need Python 3.11 with venv and pip:"; \
+	  echo "  Debian/Ubuntu: sudo apt install python3.11 python3.11-venv   macOS: brew install python@3.11"; \
+	  echo "  or any Python 3.11 (pyenv, python.org); then run make again, or point make at it:"; \
+	  echo "  make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' || { \
+	  echo "error: '$(PYTHON)' is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'),"; \
+	  echo "  but the bpy wheels need Python 3.11: make PYTHON=/path/to/python3.11 $(MAKECMDGOALS)"; exit 1; }
+endef
+
 .PHONY: demo test test-fast test-42 lint typecheck build bench bake clean
 
 $(VENV)/.stamp: requirements/blender-5.0.txt requirements/dev.txt
+	$(check_python)
 	$(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -r requirements/blender-5.0.txt -r requirements/dev.txt
 	touch $@
 
 $(VENV42)/.stamp: requirements/blender-4.2.txt requirements/dev.txt
+	$(check_python)
 	$(PYTHON) -m venv $(VENV42)
 	$(VENV42)/bin/pip install -q --disable-pip-version-check -r requirements/blender-4.2.txt -r requirements/dev.txt
 	touch $@
 
-## demo: build the showcase rig, solve, bake, save out/demo.blend, out/demo_report.json and out/demo.png
+## demo: build four rigs, solve live, render out/demo.png, save out/demo.blend (live) and out/demo_baked.blend, out/demo_report.json
 demo: $(VENV)/.stamp
 	$(PY) scripts/demo.py
 
@@ -33,7 +47,7 @@ test-42: $(VENV42)/.stamp
 	$(PY42) -m pytest $(PYTEST_ARGS)
 
 lint: $(VENV)/.stamp
-	$(VENV)/bin/ruff check fabrik_addon tests scripts
+	$(VENV)/bin/ruff check fabrik_addon tests scripts rigkit
 
 typecheck: $(VENV)/.stamp
 	$(VENV)/bin/mypy

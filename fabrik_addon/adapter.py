@@ -1,7 +1,11 @@
-"""The one place that converts between Blender data and numpy arrays."""
+"""The one place that converts between Blender data and numpy arrays: bulk reads and writes of pose
+bones, rotation channels in any rotation mode, and the F-curve data paths of bone properties."""
 
 from __future__ import annotations
 
+import math
+
+import bpy
 import numpy as np
 from mathutils import Euler, Matrix, Quaternion
 
@@ -15,6 +19,16 @@ def rotation_path(mode: str) -> str:
     return ROTATION_PATHS.get(mode, "rotation_euler")
 
 
+def bone_path(name: str, prop: str) -> str:
+    """F-curve data path of pose bone ``name``'s property ``prop``, whatever characters the name holds."""
+    return f'pose.bones["{bpy.utils.escape_identifier(name)}"].{prop}'
+
+
+def rotation_data_path(name: str, mode: str) -> str:
+    """F-curve data path of the rotation channels that rotation mode ``mode`` uses on bone ``name``."""
+    return bone_path(name, rotation_path(mode))
+
+
 def matrix_to_np(matrix: Matrix) -> np.ndarray:
     return np.array(matrix, dtype=np.float64)
 
@@ -24,6 +38,21 @@ def bulk_read(collection, attribute: str, count: int, width: int) -> np.ndarray:
     flat = np.empty(count * width, dtype=np.float32)
     collection.foreach_get(attribute, flat)
     return flat.reshape(count, width).astype(np.float64)
+
+
+def bulk_matrices(collection, attribute: str, count: int) -> np.ndarray:
+    """(count, 4, 4) matrices of ``attribute`` across a collection, in one ``foreach_get``.
+
+    Blender hands them out flat, column after column, and stores them as float32, so the bulk read
+    loses nothing.
+    """
+    return bulk_read(collection, attribute, count, 16).reshape(-1, 4, 4).transpose(0, 2, 1)
+
+
+def write_quaternions(ob, rows: np.ndarray) -> None:
+    """Every pose bone's ``rotation_quaternion`` of ``ob`` from ``rows`` (B, 4), in one ``foreach_set``."""
+    ob.pose.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
+    ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
 
 
 def read_rotation(pose_bone) -> tuple[float, ...]:
@@ -57,7 +86,18 @@ def channels_from_quaternion(mode: str, q: Quaternion, near) -> tuple[float, ...
     if mode == 'AXIS_ANGLE':
         axis, angle = q.to_axis_angle()
         return (angle, *axis)
-    return tuple(q.to_euler(mode, Euler(near[:3], mode)))
+    return tuple(q.to_euler(mode, Euler([_in_float32_reach(a) for a in near[:3]], mode)))
+
+
+# Blender stores Euler angles as float32: at 1e6 rad its step is 0.06 rad, so an angle written near
+# such a value lands visibly off. Beyond this, continuity is kept with the same angle minus whole turns.
+_PRECISE_ANGLE = 1000.0
+
+
+def _in_float32_reach(angle: float) -> float:
+    if abs(angle) <= _PRECISE_ANGLE or not math.isfinite(angle):
+        return angle if math.isfinite(angle) else 0.0
+    return math.remainder(angle, 2.0 * math.pi)
 
 
 def write_rotation(pose_bone, q: Quaternion, near) -> None:

@@ -1,4 +1,5 @@
-"""Bake the live IK pose to rotation keyframes, and measure how far the keys drift from it."""
+"""Bake the live IK pose to rotation keyframes (and scale Y keys for bones that stretch), and measure how far
+the keys drift from it."""
 
 from __future__ import annotations
 
@@ -7,13 +8,18 @@ from dataclasses import dataclass
 
 import bpy
 import numpy as np
+from bpy.app.translations import pgettext_rpt as rpt_
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
-from . import adapter, compat, handlers
-from .rig.plan import ChainError, check_references, plan_chains
+from . import adapter, compat, diagnostics, handlers
+from .polls import active_armature
+from .rig.plan import ChainError, check_dependencies, check_references, plan_chains
 
 LINEAR = 1  # index of 'LINEAR' in Blender's keyframe interpolation enum, for foreach_set
+# A stretching chain's bone is keyed on scale Y only if it leaves its scale without IK by more than this
+# fraction somewhere in the range.
+STRETCH_KEY_THRESHOLD = 1e-6
 
 
 @dataclass
@@ -26,19 +32,115 @@ class BakeResult:
     max_error: float
     mean_error: float
     chain_errors: dict[int, tuple[float, float]]
+    note: str = ""  # what the user should know besides the numbers (a new action, invalid frames)
 
 
-def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_end: int, step: int = 1,
-                reduce_tolerance: float = 0.0, disable_chains: bool = True, progress=None) -> BakeResult:
-    """Sample the live IK of ``chain_indices`` over the frames and key each bone's rotation channels.
+UNREGISTERED = "The FABRIK IK add-on was unregistered during the bake"
+
+
+def registered() -> bool:
+    """Whether our properties still exist: after unregistering, touching a chain would crash Blender."""
+    return "fabrik" in bpy.types.Object.bl_rna.properties
+
+
+def _check_alive(done: str) -> None:
+    if not registered():
+        raise ValueError(f"{UNREGISTERED}; {done}")
+
+
+@dataclass
+class BakeOptions:
+    """How to bake (in the manner of ``bpy_extras.anim_utils.BakeOptions``); named as the operator's properties."""
+
+    frame_start: int
+    frame_end: int
+    step: int = 1  # key every Nth frame; the last frame is always keyed
+    reduce_tolerance: float = 0.0  # 0 keeps every key; above 0, drop keys while the pose stays within it
+    disable_chains: bool = True  # switch the baked chains off afterwards so the keys play
+
+    def frames(self) -> list[int]:
+        """Every frame of the range: each is sampled and measured."""
+        return list(range(self.frame_start, self.frame_end + 1))
+
+    def keyed_frames(self) -> list[int]:
+        frames = list(range(self.frame_start, self.frame_end + 1, self.step))
+        if frames[-1] != self.frame_end:
+            frames.append(self.frame_end)
+        return frames
+
+    def budgets(self) -> list[float]:
+        """Reduction budgets to try, loosest last.
+
+        Budgets from a safe bound (a bone turned by an angle moves points by at most angle times their
+        distance) keep far more keys than the tolerance needs, so the budget grows 4x at a time while
+        replaying the keys still measures within the tolerance; the x1 bound always does.
+        """
+        return [4.0**k for k in range(7)] if self.reduce_tolerance > 0.0 else [1.0]
+
+
+@dataclass
+class BakedBones:
+    """The bones a bake keys: each once, in chain order, with their rotation modes."""
+
+    names: list[str]
+    modes: list[str]
+    of_chain: dict[int, list[str]]  # chain index -> its bones
+    stretching: list[str]  # bones of stretching chains: their scale is sampled, and keyed where it changes
+
+
+@dataclass
+class Samples:
+    """The live IK over the frame range: what the keys are made from and measured against."""
+
+    live: np.ndarray  # (frames, bones, 2, 3) world-space heads and tails
+    tracks: list[np.ndarray]  # per bone, (keyed frames, channels), continuous frame to frame
+    reaches: list[float]  # per bone, how far a turn of it can move baked points (reduction only)
+    scales: dict[str, np.ndarray]  # stretched bones -> their scale Y at the keyed frames
+    invalid: dict[str, list[int]]  # chain name -> frames at which it was invalid (its keys: the pose without IK)
+
+
+def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, progress=None) -> BakeResult:
+    """Sample the live IK of ``chain_indices`` over the frames and key each bone's rotation channels (and
+    the scale Y of bones that stretch).
 
     Raises ``ValueError`` (with a message for the user) when nothing can be baked.
     """
-    if frame_end < frame_start:
-        raise ValueError(f"Frame range {frame_start}-{frame_end} is empty")
-    if step < 1:
+    if options.frame_end < options.frame_start:
+        raise ValueError(f"Frame range {options.frame_start}-{options.frame_end} is empty")
+    if options.step < 1:
         raise ValueError("Step must be at least 1")
+    if ob.mode == 'EDIT':
+        raise ValueError(f"'{ob.name}' is in Edit Mode: leave it to bake")
+    if not ob.fabrik.enabled:
+        raise ValueError(f"FABRIK IK is switched off for '{ob.name}': switch it on to bake")
+    if ob.data.pose_position == 'REST':
+        raise ValueError(f"'{ob.name}' shows its Rest Position: switch to Pose Position to bake")
+    bones = baked_bones(ob, chain_indices)
     scene = context.scene
+    started = time.perf_counter()
+    original_frame = scene.frame_current
+    try:
+        samples = sample(context, ob, bones, options, progress)
+        note = _own_action(ob)
+        keys, key_seconds, baked = write_keys(context, ob, bones, samples, options, progress)
+    finally:
+        if options.disable_chains and registered():
+            for i in chain_indices:
+                ob.fabrik.chains[i].enabled = False
+        scene.frame_set(original_frame)
+    _check_alive("keys were written but the chains were not switched off")
+    for name, frames in samples.invalid.items():
+        note += (" " if note else "") + (f"Chain '{name}' was invalid at {len(frames)} frames (from {frames[0]}), "
+                                         "where the keys hold the pose without IK.")
+    seconds = time.perf_counter() - started
+    drift = np.linalg.norm(baked - samples.live, axis=-1)  # (frames, bones, 2)
+    chain_errors = measure(ob, bones, drift)
+    return BakeResult(len(samples.live), len(bones.names), keys, seconds, key_seconds, float(drift.max()),
+                      float(drift.mean()), chain_errors, note)
+
+
+def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
+    """The bones of valid chains with valid targets; raises ``ValueError`` naming the chains that are not."""
     chains = ob.fabrik.chains
     handlers.request_solve()
     plans = {plan.index: plan for plan in plan_chains(ob)}
@@ -48,75 +150,125 @@ def bake_chains(context, ob, chain_indices: list[int], frame_start: int, frame_e
     for i in chain_indices:
         try:
             check_references(ob, chains[i], plans[i].bones)
+            check_dependencies(ob, chains[i], plans[i])
         except ChainError as error:
             raise ValueError(f"Cannot bake chain '{chains[i].name}': {error}") from error
-    bones: list[str] = []
-    chain_bones: dict[int, list[str]] = {}
+    names: list[str] = []
+    of_chain: dict[int, list[str]] = {}
+    stretching: list[str] = []
     for i in chain_indices:
-        chain_bones[i] = plans[i].bones
-        bones.extend(b for b in plans[i].bones if b not in bones)
-    keyed_frames = list(range(frame_start, frame_end + 1, step))
-    if keyed_frames[-1] != frame_end:
-        keyed_frames.append(frame_end)
-    all_frames = list(range(frame_start, frame_end + 1))
-    pose_bones = [ob.pose.bones[name] for name in bones]
-    modes = [pb.rotation_mode for pb in pose_bones]
+        of_chain[i] = plans[i].bones
+        names.extend(b for b in plans[i].bones if b not in names)
+        if chains[i].use_stretch:
+            stretching.extend(b for b in plans[i].bones if b not in stretching)
+    return BakedBones(names, [ob.pose.bones[name].rotation_mode for name in names], of_chain, stretching)
 
-    started = time.perf_counter()
-    original_frame = scene.frame_current
-    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones}
-    live = np.empty((len(all_frames), len(bones), 2, 3))
-    # Reduction budgets from a safe bound (a bone turned by an angle moves points by at most angle
-    # times their distance) keep far more keys than the tolerance needs, so the budget grows 4x at a
-    # time while replaying the keys still measures within the tolerance; the x1 bound always does.
-    loosen = [4.0**k for k in range(7)] if reduce_tolerance > 0.0 else [1.0]
-    total_steps = len(all_frames) * (1 + len(loosen))
-    try:
-        for k, frame in enumerate(all_frames):
-            scene.frame_set(frame)
-            depsgraph = context.evaluated_depsgraph_get()
-            live[k] = _heads_and_tails(ob, depsgraph, bones)
-            if frame in keyed_frames:
-                for name, pb in zip(bones, pose_bones):
-                    values[name].append(adapter.read_rotation(pb))
-            if progress:
-                progress(k + 1, total_steps)
-        # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
-        tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones, modes)]
-        reaches = [_reach(live, b) for b in range(len(bones))] if reduce_tolerance > 0.0 else []
-        passed = None
-        key_seconds = 0.0
-        for attempt, factor in enumerate(loosen):
-            writing = time.perf_counter()
-            keys = _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, factor)
-            key_seconds += time.perf_counter() - writing
-            baked = _replay(context, ob, bones, all_frames)
-            if progress:
-                progress(len(all_frames) * (2 + attempt), total_steps)
-            if reduce_tolerance <= 0.0 or np.linalg.norm(baked - live, axis=-1).max() > reduce_tolerance:
-                break
-            passed = (factor, keys, baked)
-        if reduce_tolerance > 0.0 and passed is not None and passed[0] != factor:
-            # The looser budget overshot: put back the keys of the last one that measured within.
-            writing = time.perf_counter()
-            _write_keys(ob, bones, modes, keyed_frames, tracks, reaches, all_frames, reduce_tolerance, passed[0])
-            key_seconds += time.perf_counter() - writing
-            keys, baked = passed[1], passed[2]
-    finally:
-        if disable_chains:
-            for i in chain_indices:
-                chains[i].enabled = False
-        scene.frame_set(original_frame)
-    seconds = time.perf_counter() - started
-    drift = np.linalg.norm(baked - live, axis=-1)  # (frames, bones, 2)
+
+def sample(context, ob, bones: BakedBones, options: BakeOptions, progress=None) -> Samples:
+    """Play the frame range with live IK: every frame's bone positions, the keyed frames' channels."""
+    all_frames, keyed_frames = options.frames(), set(options.keyed_frames())
+    pose_bones = [ob.pose.bones[name] for name in bones.names]
+    values: dict[str, list[tuple[float, ...]]] = {name: [] for name in bones.names}
+    scales: dict[str, list[float]] = {name: [] for name in bones.stretching}
+    live = np.empty((len(all_frames), len(bones.names), 2, 3))
+    total_steps = len(all_frames) * (1 + len(options.budgets()))
+    invalid: dict[str, list[int]] = {}
+    for k, frame in enumerate(all_frames):
+        context.scene.frame_set(frame)
+        _check_alive("nothing was keyed")
+        live[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones.names)
+        for i in bones.of_chain:
+            chain = ob.fabrik.chains[i]
+            if diagnostics.of(chain).status == 'INVALID':
+                invalid.setdefault(chain.name, []).append(frame)
+        if frame in keyed_frames:
+            for name, pb in zip(bones.names, pose_bones):
+                values[name].append(adapter.read_rotation(pb))
+                if name in scales:
+                    scales[name].append(pb.scale[1])
+        if progress:
+            progress(k + 1, total_steps)
+            _check_alive("nothing was keyed")
+    # Continuous tracks and each bone's reach do not depend on the reduction budget: once, not per try.
+    tracks = [_continuous(mode, np.array(values[name], dtype=np.float64)) for name, mode in zip(bones.names,
+                                                                                                 bones.modes)]
+    reaches = [_reach(live, b) for b in range(len(bones.names))] if options.reduce_tolerance > 0.0 else []
+    # Only bones that do stretch get scale keys: a scale that never left its value without IK is not keyed.
+    stretched = {}
+    for name, track in scales.items():
+        base = ob.pose.bones[name].fabrik_base
+        rest = base.scale[1] if base.scale_captured else track[0]
+        if np.abs(np.array(track) - rest).max(initial=0.0) > STRETCH_KEY_THRESHOLD * abs(rest):
+            stretched[name] = np.array(track, dtype=np.float64)[:, None]
+    return Samples(live, tracks, reaches, stretched, invalid)
+
+
+def write_keys(context, ob, bones: BakedBones, samples: Samples, options: BakeOptions,
+               progress=None) -> tuple[int, float, np.ndarray]:
+    """Key the samples, reduced within the tolerance when one is set: (keys written, seconds spent
+    writing them, the bone positions the final keys play)."""
+    all_frames, keyed_frames, budgets = options.frames(), options.keyed_frames(), options.budgets()
+    total_steps = len(all_frames) * (1 + len(budgets))
+    tolerance = options.reduce_tolerance
+
+    def write(factor: float) -> int:
+        return _write_keys(ob, bones.names, bones.modes, keyed_frames, samples.tracks, samples.reaches, all_frames,
+                           tolerance, factor, samples.scales)
+
+    passed = None
+    key_seconds = 0.0
+    for attempt, factor in enumerate(budgets):
+        writing = time.perf_counter()
+        keys = write(factor)
+        key_seconds += time.perf_counter() - writing
+        baked = _replay(context, ob, bones.names, all_frames)
+        if progress:
+            progress(len(all_frames) * (2 + attempt), total_steps)
+        _check_alive("keys were written but their fidelity was not measured")
+        if tolerance <= 0.0 or np.linalg.norm(baked - samples.live, axis=-1).max() > tolerance:
+            break
+        passed = (factor, keys, baked)
+    if tolerance > 0.0 and passed is not None and passed[0] != factor:
+        # The looser budget overshot: put back the keys of the last one that measured within.
+        writing = time.perf_counter()
+        write(passed[0])
+        key_seconds += time.perf_counter() - writing
+        keys, baked = passed[1], passed[2]
+    return keys, key_seconds, baked
+
+
+def measure(ob, bones: BakedBones, drift: np.ndarray) -> dict[int, tuple[float, float]]:
+    """Each chain's (max, mean) distance between the live IK and its keys, stored on the chain too."""
+    chains = ob.fabrik.chains
     chain_errors = {}
-    for i in chain_indices:
-        cols = [bones.index(b) for b in chain_bones[i]]
-        part = drift[:, cols]
+    for i, names in bones.of_chain.items():
+        part = drift[:, [bones.names.index(b) for b in names]]
         chain_errors[i] = (float(part.max()), float(part.mean()))
         chains[i].bake_max_error, chains[i].bake_mean_error = chain_errors[i]
-    return BakeResult(len(all_frames), len(bones), keys, seconds, key_seconds, float(drift.max()),
-                      float(drift.mean()), chain_errors)
+    return chain_errors
+
+
+def _own_action(ob) -> str:
+    """Make sure the keys go into an action only ``ob`` plays: an action (or, on 4.4+, a slot) shared with
+    another object, or linked from a library, is copied first. Returns what to tell the user, if anything."""
+    adt = ob.animation_data
+    if adt is None or adt.action is None:
+        return ""
+    action = adt.action
+    slot = getattr(adt, "action_slot", None)
+    sharing = sorted(other.name for other in bpy.data.objects
+                     if other != ob and other.animation_data is not None and other.animation_data.action == action
+                     and getattr(other.animation_data, "action_slot", None) == slot)
+    if not sharing and action.is_editable:
+        return ""
+    copy = action.copy()
+    copy.name = f"{ob.name}Action"
+    identifier = slot.identifier if slot is not None else None
+    adt.action = copy
+    if identifier is not None:
+        adt.action_slot = next((s for s in copy.slots if s.identifier == identifier), None)
+    why = f"shared with {', '.join(repr(n) for n in sharing)}" if sharing else "linked from a library"
+    return f"Action '{action.name}' is {why}: baked into a copy, '{copy.name}'."
 
 
 def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
@@ -125,6 +277,7 @@ def _replay(context, ob, bones: list[str], frames: list[int]) -> np.ndarray:
     with handlers.suspended([ob.name]):
         for k, frame in enumerate(frames):
             context.scene.frame_set(frame)
+            _check_alive("keys were written but their fidelity was not measured")
             out[k] = _heads_and_tails(ob, context.evaluated_depsgraph_get(), bones)
     return out
 
@@ -136,40 +289,50 @@ def _heads_and_tails(ob, depsgraph, bones: list[str]) -> np.ndarray:
                      for name in bones])
 
 
-def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_tolerance, loosen=1.0) -> int:
-    """Replace the keys inside the frame range on each bone's rotation channels; returns keys written."""
+def _write_keys(ob, bones, modes, frames, tracks, reaches, all_frames, reduce_tolerance, loosen=1.0,
+                scales=None) -> int:
+    """Replace the keys inside the frame range on each bone's rotation channels (and the scale Y of
+    stretched bones, ``scales``); returns keys written."""
     fcurves = compat.ensure_fcurves(ob)
-    first, last = all_frames[0], all_frames[-1]
     written = 0
-    for b, (name, mode) in enumerate(zip(bones, modes)):
-        track = tracks[b]
+    channels = [(name, mode, adapter.rotation_data_path(name, mode), tracks[b], b) for b, (name, mode)
+                in enumerate(zip(bones, modes))]
+    channels += [(name, 'SCALE', adapter.bone_path(name, "scale"), track, bones.index(name))
+                 for name, track in (scales or {}).items()]
+    for name, mode, path, track, b in channels:
         keep = np.arange(len(frames))
         if reduce_tolerance > 0.0:
-            # Each bone may spend an equal share of the tolerance; its angle error moves points at most
-            # angle * reach, so keys are dropped while every bone stays within its angular share.
-            budget = loosen * reduce_tolerance / (len(bones) * max(reaches[b], 1e-9))
+            # Each bone's rotation (and stretch) may spend an equal share of the tolerance; an angle (stretch)
+            # error moves points at most angle (stretch) * reach, so keys are dropped while each stays within.
+            budget = loosen * reduce_tolerance / (len(channels) * max(reaches[b], 1e-9))
             keep = _reduce(mode, track, budget)
-        path = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
-        for index in range(track.shape[1]):
+        indices = [1] if mode == 'SCALE' else range(track.shape[1])
+        for column, index in enumerate(indices):
             fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, name)
-            points = fcurve.keyframe_points
-            for point in reversed(list(points)):
-                if first <= point.co.x <= last:
-                    points.remove(point, fast=True)
-            before = len(points)
-            points.add(len(keep))
-            co = np.empty(2 * len(points))
-            points.foreach_get("co", co)
-            co[2 * before::2] = np.array(frames, dtype=np.float64)[keep]
-            co[2 * before + 1::2] = track[keep, index]
-            points.foreach_set("co", co)
-            interpolation = np.empty(len(points), dtype=np.int32)
-            points.foreach_get("interpolation", interpolation)
-            interpolation[before:] = LINEAR
-            points.foreach_set("interpolation", interpolation)
-            fcurve.update()
+            _replace_keys(fcurve, all_frames[0], all_frames[-1], np.array(frames, dtype=np.float64)[keep],
+                          track[keep, column])
             written += len(keep)
     return written
+
+
+def _replace_keys(fcurve, first: int, last: int, frames: np.ndarray, values: np.ndarray) -> None:
+    """Linear keys at ``frames`` in place of the F-curve's keys within [first, last]."""
+    points = fcurve.keyframe_points
+    for point in reversed(list(points)):
+        if first <= point.co.x <= last:
+            points.remove(point, fast=True)
+    before = len(points)
+    points.add(len(frames))
+    co = np.empty(2 * len(points))
+    points.foreach_get("co", co)
+    co[2 * before::2] = frames
+    co[2 * before + 1::2] = values
+    points.foreach_set("co", co)
+    interpolation = np.empty(len(points), dtype=np.int32)
+    points.foreach_get("interpolation", interpolation)
+    interpolation[before:] = LINEAR
+    points.foreach_set("interpolation", interpolation)
+    fcurve.update()
 
 
 def _continuous(mode: str, track: np.ndarray) -> np.ndarray:
@@ -213,6 +376,8 @@ def _reduce(mode: str, track: np.ndarray, budget: float) -> np.ndarray:
 
 
 def _angle(mode: str, played, sampled) -> float:
+    if mode == 'SCALE':  # a scale track: its error is the difference in stretch
+        return float(np.abs(np.asarray(played) - np.asarray(sampled)).max())
     p = adapter.quaternion_from_channels(mode, tuple(played))
     s = adapter.quaternion_from_channels(mode, tuple(sampled))
     return p.rotation_difference(s).angle if isinstance(p, Quaternion) else 0.0
@@ -227,7 +392,8 @@ def default_range(scene) -> tuple[int, int]:
 class POSE_OT_fabrik_bake(bpy.types.Operator):
     bl_idname = "pose.fabrik_bake"
     bl_label = "Bake FABRIK IK"
-    bl_description = "Key the live IK pose of the chains' bones (rotation channels only) over a frame range"
+    bl_description = ("Key the live IK pose of the chains' bones over a frame range: rotation channels, and scale Y "
+                      "of bones that stretch")
     bl_options = {'REGISTER', 'UNDO'}
 
     frame_start: IntProperty(  # type: ignore[valid-type]
@@ -257,8 +423,8 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = context.object
-        if ob is None or ob.type != 'ARMATURE':
+        ob = active_armature(context)
+        if ob is None:
             cls.poll_message_set("Select an armature")
             return False
         if not any(chain.enabled for chain in ob.fabrik.chains):
@@ -288,8 +454,9 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         wm = context.window_manager
         wm.progress_begin(0, 100)
         try:
-            result = bake_chains(context, ob, indices, self.frame_start, self.frame_end, self.step,
-                                 self.reduce_tolerance, self.disable_chains,
+            options = BakeOptions(self.frame_start, self.frame_end, self.step, self.reduce_tolerance,
+                                  self.disable_chains)
+            result = bake_chains(context, ob, indices, options,
                                  progress=lambda done, total: wm.progress_update(int(100 * done / total)))
         except ValueError as error:
             self.report({'ERROR'}, str(error))
@@ -297,7 +464,10 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         finally:
             wm.progress_end()
         fps = result.frames / result.seconds if result.seconds > 0 else float("inf")
-        self.report({'INFO'}, f"Baked {result.frames} frames of {result.bones} bones ({result.keys} keys) "
-                              f"at {fps:.0f} frames/s ({100 * result.key_seconds / result.seconds:.0f}% writing "
-                              f"keys); live IK vs keys: max {result.max_error:.3g}, mean {result.mean_error:.3g}")
+        self.report({'INFO'}, rpt_("Baked {} frames of {} bones ({} keys) at {:.0f} frames/s ({:.0f}% writing keys); "
+                                   "live IK vs keys: max {:.3g}, mean {:.3g}").format(
+            result.frames, result.bones, result.keys, fps, 100 * result.key_seconds / result.seconds,
+            result.max_error, result.mean_error))
+        if result.note:
+            self.report({'WARNING'}, result.note)
         return {'FINISHED'}

@@ -1,6 +1,8 @@
-"""What does not change from frame to frame, per armature, as numpy arrays keyed by names.
+"""What does not change from frame to frame, per armature, as numpy arrays.
 
-Cleared on file load, undo, armature edits and any change of chain settings; never holds bpy objects.
+Keyed by the object's session uid (stable when objects are renamed or swap names) and checked against
+its armature data's session uid and bone count (data swapped or bones deleted). Cleared on file load,
+undo, armature edits and any change of chain settings; never holds bpy objects.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ class RigCache:
     animated: np.ndarray  # (B, 4) bool: rotation channel components keyed or driven
     animated_paths: set[tuple[str, int]]
     action_key: tuple
+    data_uid: int = -1  # session uid of the armature data the cache was built from
     limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
+    scaled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) base scale stored
     rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
     # Base rotations (mathutils, never mutated by readers) of bones whose rotation is neither keyed
@@ -37,7 +41,7 @@ class RigCache:
     static_base: dict = field(default_factory=dict)
 
 
-_caches: dict[str, RigCache] = {}
+_caches: dict[int, RigCache] = {}
 _generation = 0
 
 
@@ -55,21 +59,28 @@ def invalidate() -> None:
 def action_key(ob) -> tuple:
     adt = ob.animation_data
     if adt is None:
-        return (None, 0, 0)
-    return (adt.action.name if adt.action else None, len(compat.animated_fcurves(ob)), len(adt.drivers))
+        return (None, 0, 0, 0)
+    strips = sum(len(track.strips) + 1000 * track.mute for track in adt.nla_tracks)
+    return (adt.action.session_uid if adt.action else None, len(compat.animated_fcurves(ob)), len(adt.drivers),
+            strips)
 
 
-def peek(name: str) -> RigCache | None:
-    """The cache of the armature object named ``name`` if it has one now (never builds one)."""
-    return _caches.get(name)
+def peek(ob) -> RigCache | None:
+    """The cache of armature object ``ob`` if it has one now (never builds one)."""
+    return _caches.get(ob.session_uid)
+
+
+def drop(ob) -> None:
+    """Forget ``ob``'s cache (bones renamed behind its back): the next :func:`get` rebuilds it."""
+    _caches.pop(ob.session_uid, None)
 
 
 def get(ob) -> RigCache:
     """The cache of armature object ``ob``, built on first use or after the action changed."""
     key = action_key(ob)
-    cache = _caches.get(ob.name)
-    if cache is None or len(cache.names) != len(ob.pose.bones):
-        cache = _caches[ob.name] = _build(ob, key)
+    cache = _caches.get(ob.session_uid)
+    if cache is None or cache.data_uid != ob.data.session_uid or len(cache.names) != len(ob.pose.bones):
+        cache = _caches[ob.session_uid] = _build(ob, key)
     elif cache.action_key != key:
         cache.animated, cache.animated_paths = _animated(ob, cache)
         cache.action_key = key
@@ -82,13 +93,10 @@ def _build(ob, key: tuple) -> RigCache:
     names = [pb.name for pb in ob.pose.bones]
     index = {name: i for i, name in enumerate(names)}
     count = len(names)
-    local = np.empty(16 * count, dtype=np.float32)
-    bones.foreach_get("matrix_local", local)
     by_bone = {b.name: k for k, b in enumerate(bones)}
     order = [by_bone[name] for name in names]
-    # Blender stores these matrices as float32, so the bulk read loses nothing; flat column-major.
-    local64 = local.reshape(-1, 4, 4).transpose(0, 2, 1).astype(np.float64)[order]
-    parents = np.array([index[bones[name].parent.name] if bones[name].parent else -1 for name in names])
+    local64 = adapter.bulk_matrices(bones, "matrix_local", count)[order]
+    parents = np.array([index[bones[name].parent.name] if bones[name].parent else -1 for name in names], dtype=int)
     rel = local64.copy()
     has_parent = parents >= 0
     rel[has_parent] = np.linalg.inv(local64[parents[has_parent]]) @ local64[has_parent]
@@ -103,21 +111,23 @@ def _build(ob, key: tuple) -> RigCache:
     cache = RigCache(names, index, parents, rel, lengths, modes, np.array([m == 'QUATERNION' for m in modes]),
                      stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
     cache.animated, cache.animated_paths = _animated(ob, cache)
+    cache.data_uid = ob.data.session_uid
     cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
+    cache.scaled = np.array([pb.fabrik_base.scale_captured for pb in ob.pose.bones], dtype=bool)
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     return cache
 
 
 def _animated(ob, cache: RigCache) -> tuple[np.ndarray, set[tuple[str, int]]]:
     paths = set()
-    for fcurve in compat.animated_fcurves(ob):
+    for fcurve in (*compat.animated_fcurves(ob), *compat.nla_fcurves(ob)):
         paths.add((fcurve.data_path, fcurve.array_index))
     if ob.animation_data is not None:
         for fcurve in ob.animation_data.drivers:
             paths.add((fcurve.data_path, fcurve.array_index))
     mask = np.zeros((len(cache.names), 4), dtype=bool)
     for i, (name, mode) in enumerate(zip(cache.names, cache.modes)):
-        prefix = f'pose.bones["{name}"].{adapter.rotation_path(mode)}'
+        prefix = adapter.rotation_data_path(name, mode)
         for k in range(4):
             mask[i, k] = (prefix, k) in paths
     return mask, paths

@@ -20,6 +20,30 @@ def animated_fcurves(ob: bpy.types.Object):
     return () if channelbag is None else channelbag.fcurves
 
 
+def nla_fcurves(ob: bpy.types.Object) -> list:
+    """F-curves of the actions in ``ob``'s unmuted NLA strips (for their slots on 4.4+)."""
+    adt = ob.animation_data
+    if adt is None:
+        return []
+    found = []
+    for track in adt.nla_tracks:
+        if track.mute:
+            continue
+        for strip in track.strips:
+            action = strip.action
+            if strip.mute or action is None:
+                continue
+            if not SLOTTED_ACTIONS:
+                found.extend(action.fcurves)
+                continue
+            from bpy_extras import anim_utils
+
+            channelbag = anim_utils.action_get_channelbag_for_slot(action, strip.action_slot)
+            if channelbag is not None:
+                found.extend(channelbag.fcurves)
+    return found
+
+
 def ensure_fcurves(ob: bpy.types.Object):
     """The writable F-curve collection for ``ob``, creating an action (and slot) when there is none."""
     adt = ob.animation_data or ob.animation_data_create()

@@ -8,6 +8,7 @@ settings or pose changed, but not the update our own pose write causes (its *ech
 from __future__ import annotations
 
 import traceback
+from dataclasses import dataclass, field
 
 import bpy
 from bpy.app.handlers import persistent
@@ -15,25 +16,33 @@ from bpy.app.handlers import persistent
 from . import cache, diagnostics
 from .rig import solve
 
-_busy = False
-_echo: set[str] = set()  # armatures whose next update is the one our own write caused
-# Target or pole object (by pointer: stable when it is renamed) -> armatures that read it.
-_relevant: dict[int, set[str]] = {}
-_relevant_key: list[tuple] = [()]  # (settings generation, rig names) that _relevant was read under
+
+@dataclass
+class HandlerState:
+    """What the handlers remember between calls (names and pointers only, never bpy objects)."""
+
+    busy: bool = False  # a solve is running: the updates it causes are not new edits
+    force: bool = True  # settings changed: solve every rig at the next update
+    echo: set[str] = field(default_factory=set)  # armatures whose next update is the one our own write caused
+    # Target or pole object (by pointer: stable when it is renamed) -> armatures that read it.
+    feeds: dict[int, set[str]] = field(default_factory=dict)
+    feeds_key: tuple = ()  # (settings generation, rig names) that ``feeds`` was read under
+    rigs_key: tuple = ()  # (scene pointer, settings generation) that ``rig_names`` was read under
+    rig_names: set[str] = field(default_factory=set)  # the armatures with chains then
+    suspended: set[str] = field(default_factory=set)  # armatures paused, e.g. while a bake replays its keys
+
+
+_state = HandlerState()
 _NOTHING: frozenset[str] = frozenset()
-_rig_names: list = [(), set()]  # (scene pointer, settings generation) and the armatures with chains then
-_suspended: set[str] = set()  # armatures whose chains are paused, e.g. while a bake replays its keys
-_force = True
 
 
 def request_solve() -> None:
     """Settings changed: rebuild cached plans and solve every rig at the next update."""
-    global _force
-    _force = True
+    _state.force = True
     cache.invalidate()
 
 
-def rigs(scene) -> list:
+def rigs(scene, depsgraph) -> list:
     """Armatures to solve: with chains, switched on, not paused, not in Edit Mode (whose bones are
     being changed; leaving it updates the Armature, which solves again).
 
@@ -44,62 +53,78 @@ def rigs(scene) -> list:
     up in an update (a duplicate or an appended rig).
     """
     key = (scene.as_pointer(), cache.generation())
-    if _rig_names[0] == key:
-        found = [bpy.data.objects.get(name) for name in _rig_names[1]]  # by name: ~1 us, not a walk
+    if _state.rigs_key == key:
+        found = [bpy.data.objects.get(name) for name in _state.rig_names]  # by name: ~1 us, not a walk
         if None in found:  # deleted or renamed: look again
-            _rig_names[0] = ()
-            return rigs(scene)
+            _state.rigs_key = ()
+            return rigs(scene, depsgraph)
     else:
         found = [ob for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
-        _rig_names[:] = [key, {ob.name for ob in found}]
-    return [ob for ob in found if ob.type == 'ARMATURE' and ob.fabrik.enabled and len(ob.fabrik.chains)
-            and ob.name not in _suspended and ob.mode != 'EDIT']
+        _state.rigs_key, _state.rig_names = key, {ob.name for ob in found}
+    out: list = []
+    for ob in found:
+        if ob.type != 'ARMATURE' or not len(ob.fabrik.chains) or ob.name in _state.suspended or ob.mode == 'EDIT':
+            continue
+        if not ob.fabrik.enabled:
+            solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
+        elif ob.data.pose_position == 'REST':  # Blender shows the rest pose: nothing to solve or write
+            solve.settle(ob, "The armature shows its Rest Position", depsgraph)
+        else:
+            out.append(ob)
+    return out
 
 
 def forget_rigs() -> None:
     """Look for armatures with chains again at the next solve."""
-    _rig_names[0] = ()
+    _state.rigs_key = ()
 
 
 class suspended:
     """Context manager: no solving for the named armatures inside the block."""
 
     def __init__(self, names) -> None:
-        self.names = set(names) - _suspended
+        self.names = set(names) - _state.suspended
 
     def __enter__(self) -> None:
-        _suspended.update(self.names)
+        _state.suspended.update(self.names)
 
     def __exit__(self, *_exc) -> None:
-        _suspended.difference_update(self.names)
+        _state.suspended.difference_update(self.names)
         request_solve()
+
+
+def refresh_feeds(obs) -> None:
+    """Re-read which armatures each target or pole object feeds, when chain settings or the set of rigs
+    changed since the last read (reading every chain's target each frame is what this avoids)."""
+    key = (cache.generation(), tuple(ob.name for ob in obs))
+    if key == _state.feeds_key:
+        return
+    feeds = _state.feeds
+    feeds.clear()
+    for ob in obs:
+        for chain in ob.fabrik.chains:
+            for target in (chain.target, chain.pole):
+                if target is not None:
+                    feeds.setdefault(target.as_pointer(), set()).add(ob.name)
+    _state.feeds_key = key
 
 
 def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
     """Solve the rigs of ``scene`` (or only those named) and remember what each one reads."""
-    global _busy, _force
-    if _busy:
+    if _state.busy:
         return
-    _busy = True
+    _state.busy = True
     try:
-        obs = rigs(scene)
-        key = (cache.generation(), tuple(ob.name for ob in obs))
-        if key != _relevant_key[0]:  # chain settings or the set of rigs changed: re-read what they follow
-            _relevant.clear()
-            for ob in obs:
-                for chain in ob.fabrik.chains:
-                    for target in (chain.target, chain.pole):
-                        if target is not None:
-                            _relevant.setdefault(target.as_pointer(), set()).add(ob.name)
-            _relevant_key[0] = key
+        obs = rigs(scene, depsgraph)
+        refresh_feeds(obs)
         todo = obs if only is None else [ob for ob in obs if ob.name in only]
         solve.solve_armatures(todo, depsgraph)
-        _echo.update(ob.name for ob in todo)
-        _force = False
+        _state.echo.update(ob.name for ob in todo)
+        _state.force = False
     except Exception:  # a handler must never raise into Blender
         traceback.print_exc()
     finally:
-        _busy = False
+        _state.busy = False
 
 
 @persistent
@@ -109,13 +134,13 @@ def on_frame_change(scene, depsgraph) -> None:
 
 @persistent
 def on_depsgraph_update(scene, depsgraph) -> None:
-    if _busy:
+    if _state.busy:
         return
-    if _force:
+    if _state.force:
         solve_scene(scene, depsgraph)
         return
-    echo = set(_echo)
-    _echo.clear()
+    echo = set(_state.echo)
+    _state.echo.clear()
     wanted: set[str] = set()
     for update in depsgraph.updates:
         data = update.id
@@ -129,10 +154,10 @@ def on_depsgraph_update(scene, depsgraph) -> None:
             continue
         name = data.name
         if update.is_updated_transform:
-            wanted |= _relevant.get(data.original.as_pointer(), _NOTHING)
+            wanted |= _state.feeds.get(data.original.as_pointer(), _NOTHING)
         if data.type == 'ARMATURE' and name not in echo and (update.is_updated_transform
                                                              or update.is_updated_geometry):
-            if name not in _rig_names[1] and len(data.original.fabrik.chains):
+            if name not in _state.rig_names and len(data.original.fabrik.chains):
                 forget_rigs()  # a rig we do not know yet: duplicated, appended or linked
             wanted.add(name)
     if wanted:

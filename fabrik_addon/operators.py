@@ -5,16 +5,13 @@ from __future__ import annotations
 import bpy
 import numpy as np
 from bpy.props import BoolProperty, EnumProperty, IntProperty
-from mathutils import Matrix
+from mathutils import Matrix, Vector
 
-from . import handlers
+from . import handlers, pole
+from .polls import active_armature, armature_in_pose_mode
+from .props import SOLVER_ITEMS
 from .rig.base_pose import capture_base, release
 from .rig.plan import ChainError, chain_bones
-
-
-def _armature_in_pose_mode(context) -> bool:
-    ob = context.object
-    return ob is not None and ob.type == 'ARMATURE' and context.mode == 'POSE'
 
 
 class POSE_OT_fabrik_chain_add(bpy.types.Operator):
@@ -28,10 +25,7 @@ class POSE_OT_fabrik_chain_add(bpy.types.Operator):
         min=0, max=255, default=2,
     )
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", description="How the chain is solved",
-        items=(('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
-               ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for two bones")),
-        default='FABRIK',
+        name="Solver", description="How the chain is solved", items=SOLVER_ITEMS, default='FABRIK',
     )
     create_target: BoolProperty(  # type: ignore[valid-type]
         name="Create Target", description="Add an empty at the tip's tail, oriented like the tip, as target",
@@ -44,13 +38,17 @@ class POSE_OT_fabrik_chain_add(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        if not _armature_in_pose_mode(context):
+        if armature_in_pose_mode(context) is None:
             cls.poll_message_set("Select an armature in Pose Mode")
             return False
         if context.active_pose_bone is None:
             cls.poll_message_set("Make the chain's tip bone active")
             return False
         return True
+
+    def invoke(self, context, event):
+        # The options in a small dialog first; they stay editable in Adjust Last Operation (F9) afterwards.
+        return context.window_manager.invoke_props_dialog(self)
 
     def execute(self, context):
         ob = context.object
@@ -98,27 +96,11 @@ def _new_empty(context, name: str, orientation: Matrix, local_point, shape: str)
 
 
 def _pole_position(ob, bones: list[str]):
-    """A point on the side the chain bends to now, in the chain's bend plane (armature space).
-
-    Placed there, the pole leaves the current pose as it is.
-    """
-    heads = np.array([np.array(ob.pose.bones[name].head) for name in bones]
-                     + [np.array(ob.pose.bones[bones[-1]].tail)])
-    root, tip = heads[0], heads[-1]
-    axis = tip - root
-    length = float(np.linalg.norm(np.diff(heads, axis=0), axis=1).sum())
-    axis = axis / np.linalg.norm(axis) if np.linalg.norm(axis) > 1e-9 * length else np.array([0.0, 0.0, 1.0])
-    bend = heads[1:-1].mean(axis=0) - root
-    bend = bend - (bend @ axis) * axis
-    if np.linalg.norm(bend) <= 1e-6 * length:
-        # A straight chain has no bend: use the first bone's local Z (Blender's usual knee/elbow side).
-        bend = np.array(ob.pose.bones[bones[0]].matrix.col[2][:3])
-        bend = bend - (bend @ axis) * axis
-    bend = bend / np.linalg.norm(bend)
-    middle = root + 0.5 * (tip - root)
-    from mathutils import Vector
-
-    return Vector(middle + bend * length)
+    """A point on the side the chain bends to now, in its bend plane (armature space): see
+    :func:`.pole.pole_position`, the rule snapping IK to FK places poles by too."""
+    joints = [ob.pose.bones[name].head for name in bones] + [ob.pose.bones[bones[-1]].tail]
+    side = ob.pose.bones[bones[0]].matrix.col[2][:3]
+    return Vector(pole.pole_position(np.array(joints), np.array(side)))
 
 
 class POSE_OT_fabrik_chain_remove(bpy.types.Operator):
@@ -130,8 +112,8 @@ class POSE_OT_fabrik_chain_remove(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = context.object
-        if ob is None or ob.type != 'ARMATURE':
+        ob = active_armature(context)
+        if ob is None:
             cls.poll_message_set("Select an armature")
             return False
         if not len(ob.fabrik.chains):

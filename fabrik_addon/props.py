@@ -18,6 +18,17 @@ from bpy.props import (
 
 from . import diagnostics
 
+# Everything an animator may tune on a linked rig (a library override): settings, limits, base poses.
+# New chains may be added on the override too.
+OVERRIDABLE = {'LIBRARY_OVERRIDABLE'}
+OVERRIDABLE_COLLECTION = {'LIBRARY_OVERRIDABLE', 'USE_INSERTION'}
+
+# The chain's solvers, shared by the chain setting and the add-chain operator.
+SOLVER_ITEMS = (
+    ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
+    ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of exactly two bones"),
+)
+
 
 def _changed(self, context) -> None:
     """Any setting that changes the result asks the handlers to solve again."""
@@ -32,6 +43,16 @@ def _chain_enabled_changed(self, context) -> None:
 
     if not self.enabled:
         base_pose.release(self.id_data, [self])
+        diagnostics.record(self, 'NONE')  # released here: the next solve must not release it again
+    _changed(self, context)
+
+
+def _stretch_changed(self, context) -> None:
+    """Stretch switched off gives the chain's bones back their scale without IK."""
+    from .rig import base_pose
+
+    if not self.use_stretch:
+        base_pose.release(self.id_data, [self], rotations=False)
     _changed(self, context)
 
 
@@ -40,6 +61,8 @@ def _rig_enabled_changed(self, context) -> None:
 
     if not self.enabled:
         base_pose.release(self.id_data, list(self.chains))
+        for chain in self.chains:  # released here: the next solve must not release them again
+            diagnostics.record(chain, 'NONE', "FABRIK IK is switched off for this armature")
     _changed(self, context)
 
 
@@ -80,44 +103,64 @@ class FabrikJointLimit(bpy.types.PropertyGroup):
         ),
         default='NONE',
         update=_changed,
+        override=OVERRIDABLE,
     )
     cone_left: FloatProperty(  # type: ignore[valid-type]
         name="Left", description="Largest deflection toward the bone's local -X axis",
         subtype='ANGLE', min=0.0, max=math.pi, default=math.radians(45.0), update=_changed,
+        override=OVERRIDABLE,
     )
     cone_right: FloatProperty(  # type: ignore[valid-type]
         name="Right", description="Largest deflection toward the bone's local +X axis",
         subtype='ANGLE', min=0.0, max=math.pi, default=math.radians(45.0), update=_changed,
+        override=OVERRIDABLE,
     )
     cone_up: FloatProperty(  # type: ignore[valid-type]
         name="Up", description="Largest deflection toward the bone's local +Z axis",
         subtype='ANGLE', min=0.0, max=math.pi, default=math.radians(45.0), update=_changed,
+        override=OVERRIDABLE,
     )
     cone_down: FloatProperty(  # type: ignore[valid-type]
         name="Down", description="Largest deflection toward the bone's local -Z axis",
         subtype='ANGLE', min=0.0, max=math.pi, default=math.radians(45.0), update=_changed,
+        override=OVERRIDABLE,
     )
     hinge_min: FloatProperty(  # type: ignore[valid-type]
         name="Min", description="Smallest rotation about local X (right-hand rule) from the rest pose",
         subtype='ANGLE', min=-math.pi, max=math.pi, default=0.0, update=_changed,
+        override=OVERRIDABLE,
     )
     hinge_max: FloatProperty(  # type: ignore[valid-type]
         name="Max", description="Largest rotation about local X (right-hand rule) from the rest pose",
         subtype='ANGLE', min=-math.pi, max=math.pi, default=math.radians(150.0), update=_changed,
+        override=OVERRIDABLE,
     )
 
 
 class FabrikBasePose(bpy.types.PropertyGroup):
-    """The rotation a chain bone has without IK when it has no keys: the start pose of every solve."""
+    """The rotation (and, for stretching chains, scale) a chain bone has without IK when it has no keys:
+    the start pose of every solve."""
 
     __slots__ = ()
 
     captured: BoolProperty(  # type: ignore[valid-type]
         name="Captured", description="A base rotation was stored for this bone", default=False,
+        override=OVERRIDABLE,
     )
     rotation: FloatVectorProperty(  # type: ignore[valid-type]
         name="Base Rotation", description="Rotation (wxyz quaternion, basis space) the bone has without IK",
         size=4, default=(1.0, 0.0, 0.0, 0.0),
+        override=OVERRIDABLE,
+    )
+    scale_captured: BoolProperty(  # type: ignore[valid-type]
+        name="Scale Captured", description="A base scale was stored for this bone (it belongs to a stretching chain)",
+        default=False,
+        override=OVERRIDABLE,
+    )
+    scale: FloatVectorProperty(  # type: ignore[valid-type]
+        name="Base Scale", description="Scale the bone has without IK (stretch writes on top of it)",
+        size=3, default=(1.0, 1.0, 1.0),
+        override=OVERRIDABLE,
     )
 
 
@@ -126,58 +169,85 @@ class FabrikChain(bpy.types.PropertyGroup):
 
     __slots__ = ()
 
-    name: StringProperty(name="Name", description="Name of this chain", default="Chain")  # type: ignore[valid-type]
+    name: StringProperty(  # type: ignore[valid-type]
+        name="Name", description="Name of this chain", default="Chain", override=OVERRIDABLE,
+    )
     enabled: BoolProperty(  # type: ignore[valid-type]
         name="Enabled", description="Solve this chain every frame", default=True, update=_chain_enabled_changed,
+        override=OVERRIDABLE,
     )
     tip_bone: StringProperty(  # type: ignore[valid-type]
         name="Tip Bone", description="Last bone of the chain; its tail is the end effector", update=_changed,
+        override=OVERRIDABLE,
     )
     chain_length: IntProperty(  # type: ignore[valid-type]
         name="Chain Length", description="Bones from the tip up the parent hierarchy (0: up to the root bone)",
         min=0, max=255, default=2, update=_changed,
+        override=OVERRIDABLE,
     )
     solver: EnumProperty(  # type: ignore[valid-type]
-        name="Solver", description="How the chain is solved",
-        items=(
-            ('FABRIK', "FABRIK", "Iterative FABRIK for any number of bones"),
-            ('TWO_BONE', "Two-Bone", "Exact law-of-cosines solution for chains of two bones"),
-        ),
-        default='FABRIK', update=_changed,
+        name="Solver", description="How the chain is solved", items=SOLVER_ITEMS, default='FABRIK', update=_changed,
+        override=OVERRIDABLE,
     )
     target: PointerProperty(  # type: ignore[valid-type]
         name="Target", description="Object the chain reaches for", type=bpy.types.Object, update=_changed,
+        override=OVERRIDABLE,
     )
     target_bone: StringProperty(  # type: ignore[valid-type]
         name="Target Bone", description="Bone of the target armature to reach for (its head)", update=_changed,
+        override=OVERRIDABLE,
     )
     pole: PointerProperty(  # type: ignore[valid-type]
         name="Pole", description="Object the chain bends toward", type=bpy.types.Object, update=_changed,
+        override=OVERRIDABLE,
     )
     pole_bone: StringProperty(  # type: ignore[valid-type]
         name="Pole Bone", description="Bone of the pole armature to bend toward (its head)", update=_changed,
+        override=OVERRIDABLE,
     )
     iterations: IntProperty(  # type: ignore[valid-type]
         name="Iterations", description="Largest number of FABRIK passes per frame",
         min=1, max=1000, default=30, update=_changed,
+        override=OVERRIDABLE,
     )
     tolerance: FloatProperty(  # type: ignore[valid-type]
         name="Tolerance", description="Stop once the tip is this close to the target (scene units)",
         min=0.0, default=0.001, precision=4, subtype='DISTANCE', update=_changed,
+        override=OVERRIDABLE,
     )
     match_target_rotation: BoolProperty(  # type: ignore[valid-type]
         name="Match Target Rotation",
         description="The tip bone's head lands on the target and it takes the target's orientation; "
                     "the bones above it form the chain",
         default=False, update=_changed,
+        override=OVERRIDABLE,
+    )
+    softness: FloatProperty(  # type: ignore[valid-type]
+        name="Softness",
+        description="Fraction of the chain's reach over which the tip eases toward full extension, so the "
+                    "chain never snaps straight (soft IK); 0 reaches exactly",
+        min=0.0, max=0.5, default=0.0, subtype='FACTOR', override={'LIBRARY_OVERRIDABLE'}, update=_changed,
+    )
+    use_stretch: BoolProperty(  # type: ignore[valid-type]
+        name="Stretch",
+        description="Scale the chain's bones along their length (pose scale Y, all by one factor) so the tip "
+                    "reaches a target beyond full extension",
+        default=False, override={'LIBRARY_OVERRIDABLE'}, update=_stretch_changed,
+    )
+    max_stretch: FloatProperty(  # type: ignore[valid-type]
+        name="Max Stretch",
+        description="Largest stretch factor; beyond it the chain reaches toward the target without growing more",
+        min=1.0, soft_max=5.0, default=1.5, override={'LIBRARY_OVERRIDABLE'}, update=_changed,
     )
     influence: FloatProperty(  # type: ignore[valid-type]
         name="Influence", description="Blend between the pose without IK (0) and the full IK pose (1)",
         min=0.0, max=1.0, default=1.0, subtype='FACTOR', update=_changed,
+        override=OVERRIDABLE,
     )
     weight: FloatProperty(  # type: ignore[valid-type]
         name="Weight", description="Pull of this chain where chains share bones (solved together as a tree)",
         min=0.0, max=1.0, default=1.0, subtype='FACTOR', update=_changed,
+        override=OVERRIDABLE,
     )
     # Results of the last solve, for the panel and scripts: read-only, kept outside Blender data.
     status: EnumProperty(  # type: ignore[valid-type]
@@ -211,10 +281,12 @@ class FabrikChain(bpy.types.PropertyGroup):
     bake_max_error: FloatProperty(  # type: ignore[valid-type]
         name="Bake Max Error", description="Largest distance between live IK and baked pose in the last bake",
         subtype='DISTANCE', default=-1.0,
+        override=OVERRIDABLE,
     )
     bake_mean_error: FloatProperty(  # type: ignore[valid-type]
         name="Bake Mean Error", description="Mean distance between live IK and baked pose in the last bake",
         subtype='DISTANCE', default=-1.0,
+        override=OVERRIDABLE,
     )
 
 
@@ -226,10 +298,13 @@ class FabrikRigSettings(bpy.types.PropertyGroup):
     enabled: BoolProperty(  # type: ignore[valid-type]
         name="Enabled", description="Solve this armature's chains (rig-wide switch)", default=True,
         update=_rig_enabled_changed,
+        override=OVERRIDABLE,
     )
     chains: CollectionProperty(  # type: ignore[valid-type]
         name="Chains", description="IK chains of this armature", type=FabrikChain,
+        override=OVERRIDABLE_COLLECTION,
     )
     active_chain_index: IntProperty(  # type: ignore[valid-type]
         name="Active Chain", description="Chain shown in the panel", default=0, min=0,
+        override=OVERRIDABLE,
     )

@@ -1,10 +1,10 @@
-"""Register classes, then properties, then handlers; unregister in the reverse order."""
+"""Register classes, then properties, then handlers, then the command-line command; unregister in reverse."""
 
 from __future__ import annotations
 
 import bpy
 
-from . import bake, handlers, operators, props, ui
+from . import bake, cli, handlers, operators, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -14,8 +14,14 @@ classes = (
     operators.POSE_OT_fabrik_chain_add,
     operators.POSE_OT_fabrik_chain_remove,
     bake.POSE_OT_fabrik_bake,
+    snap.POSE_OT_fabrik_snap_ik_to_fk,
+    snap.POSE_OT_fabrik_snap_fk_to_ik,
     ui.FABRIK_UL_chains,
     ui.VIEW3D_PT_fabrik,
+    ui.VIEW3D_PT_fabrik_chain,
+    ui.VIEW3D_PT_fabrik_ikfk,
+    ui.VIEW3D_PT_fabrik_limit,
+    ui.VIEW3D_PT_fabrik_bake,
 )
 
 _register_classes, _unregister_classes = bpy.utils.register_classes_factory(classes)
@@ -28,15 +34,22 @@ PROPERTIES = (
      "The rotation this bone has without FABRIK IK"),
 )
 
+_cli_commands: list = []
+
 
 def register() -> None:
     _register_classes()
     for owner, attr, group, name, description in PROPERTIES:
-        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description))
+        setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description,
+                                                       override=props.OVERRIDABLE))
     handlers.install()
+    # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
+    _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))
 
 
 def unregister() -> None:
+    while _cli_commands:
+        bpy.utils.unregister_cli_command(_cli_commands.pop())
     handlers.remove()
     for owner, attr, *_ in reversed(PROPERTIES):
         if hasattr(owner, attr):

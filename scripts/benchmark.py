@@ -3,6 +3,7 @@
     python scripts/benchmark.py solver [--json]
     python scripts/benchmark.py blender [--json]
     python scripts/benchmark.py quality [--json]
+    python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
 Times are medians of repeated runs on this machine; ratios are measured in the same run.
@@ -24,6 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from fabrik_addon.solver import solve_chain, solve_chains  # noqa: E402
 from fabrik_addon.solver.fabrik import solve_points  # noqa: E402
+from rigkit.chains import curving_chain  # noqa: E402
 
 
 def machine() -> str:
@@ -43,9 +45,7 @@ def _median_time(function, repeats: int) -> float:
 
 def _chain(rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray]:
     """A gently curving chain and a target it can reach but needs every iteration for (tolerance 0)."""
-    d = np.array([0.0, 0.0, 1.0]) + rng.normal(scale=0.3, size=(n, 3))
-    d /= np.linalg.norm(d, axis=1)[:, None]
-    joints = np.vstack([np.zeros(3), np.cumsum(d, axis=0)])
+    joints = curving_chain(rng, n, spread=0.3)
     target = joints[-1] * 0.6 + rng.normal(scale=0.3, size=3)
     return joints, target
 
@@ -124,7 +124,7 @@ def print_solver(data: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("solver", "blender", "quality", "all"))
+    parser.add_argument("what", choices=("solver", "blender", "soft", "quality", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args()
     out = {}
@@ -132,6 +132,13 @@ def main() -> None:
         out["solver"] = bench_solver()
         if not args.json:
             print_solver(out["solver"])
+    if args.what in ("soft", "all"):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import soft_bench
+
+        out["soft"] = soft_bench.run()
+        if not args.json:
+            soft_bench.print_table(out["soft"])
     if args.what in ("blender", "all"):
         sys.path.insert(0, str(ROOT / "scripts"))
         import blender_bench

@@ -18,6 +18,7 @@ import bpy
 import numpy as np
 
 import fabrik_addon
+from rigkit.blender import add_chain, armature, empty, key_path, straightish_bones
 
 FRAMES = list(range(1, 61))
 # (name, armatures, chains per armature, bones per chain, pole)
@@ -35,40 +36,18 @@ def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> lis
     """Armatures of independent chains (each its own root), targets on circles within reach."""
     scene = bpy.context.scene
     scene.frame_start, scene.frame_end = FRAMES[0], FRAMES[-1]
-    length = 1.0 / bones
     tips = []
     for a in range(armatures):
-        data = bpy.data.armatures.new(f"Rig{a}")
-        ob = bpy.data.objects.new(f"Rig{a}", data)
-        ob.location = (3.0 * a, 0.0, 0.0)
-        scene.collection.objects.link(ob)
-        bpy.context.view_layer.objects.active = ob
-        bpy.ops.object.mode_set(mode='EDIT')
+        specs = [spec for c in range(chains)
+                 for spec in straightish_bones(bones, length=1.0 / bones, bend=0.02, prefix=f"c{c}b", x=0.05 * c)]
+        ob = armature(f"Rig{a}", specs, location=(3.0 * a, 0.0, 0.0))
         for c in range(chains):
-            x = 0.05 * c
-            previous = None
-            for b in range(bones):
-                eb = data.edit_bones.new(f"c{c}b{b}")
-                bend = 0.02 if b == bones // 2 else 0.0
-                eb.head = (x, 0.0, b * length)
-                eb.tail = (x, bend, (b + 1) * length)
-                if previous is not None:
-                    eb.parent, eb.use_connect = previous, True
-                previous = eb
-        bpy.ops.object.mode_set(mode='OBJECT')
-        for c in range(chains):
-            target = bpy.data.objects.new(f"T{a}_{c}", None)
-            scene.collection.objects.link(target)
             base = np.array([3.0 * a + 0.05 * c, 0.0, 0.0])
-            for f in FRAMES:
-                t = 2 * math.pi * f / len(FRAMES) + c
-                target.location = tuple(base + np.array([0.45 * math.cos(t), 0.45 * math.sin(t), 0.55]))
-                target.keyframe_insert("location", frame=f)
-            pole_ob = None
-            if pole:
-                pole_ob = bpy.data.objects.new(f"P{a}_{c}", None)
-                pole_ob.location = tuple(base + np.array([0.0, -1.0, 0.5]))
-                scene.collection.objects.link(pole_ob)
+            target = empty(f"T{a}_{c}")
+            circle = [2 * math.pi * f / len(FRAMES) + c for f in FRAMES]
+            key_path(target, [tuple(base + np.array([0.45 * math.cos(t), 0.45 * math.sin(t), 0.55]))
+                              for t in circle], FRAMES)
+            pole_ob = empty(f"P{a}_{c}", tuple(base + np.array([0.0, -1.0, 0.5]))) if pole else None
             tip = f"c{c}b{bones - 1}"
             if kind == "blender":
                 constraint = ob.pose.bones[tip].constraints.new('IK')
@@ -77,10 +56,9 @@ def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> lis
                 if pole_ob is not None:
                     constraint.pole_target = pole_ob
             elif kind == "fabrik":
-                chain = ob.fabrik.chains.add()
-                chain.name, chain.tip_bone, chain.chain_length = tip, tip, bones
-                chain.target, chain.pole = target, pole_ob
-                chain.solver = 'TWO_BONE' if bones == 2 else 'FABRIK'
+                # The add-on's defaults (tolerance 0.001, 30 iterations), as a user's new chain has them.
+                add_chain(ob, tip, bones, target, pole_ob, solver='TWO_BONE' if bones == 2 else 'FABRIK',
+                          tolerance=0.001, iterations=30)
             tips.append((ob, tip, target))
     return tips
 

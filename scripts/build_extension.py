@@ -1,7 +1,7 @@
 """Build the extension zip with Blender's own extension tool, then validate it.
 
 Blender wants ``blender_manifest.toml`` beside the package's ``__init__.py``; the repository keeps the
-manifest at the top level, so this stages manifest + ``fabrik_addon/`` into ``build/fabrik_ik/`` first.
+manifest (and LICENSE) at the top level, so this stages them with ``fabrik_addon/`` into ``build/fabrik_ik/``.
 
     python scripts/build_extension.py [--output-dir dist]
 
@@ -37,6 +37,7 @@ def stage(build_dir: Path) -> Path:
         shutil.rmtree(source)
     shutil.copytree(ROOT / "fabrik_addon", source, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     shutil.copy2(ROOT / "blender_manifest.toml", source / "blender_manifest.toml")
+    shutil.copy2(ROOT / "LICENSE", source / "LICENSE")
     return source
 
 

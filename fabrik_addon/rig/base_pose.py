@@ -1,4 +1,5 @@
-"""The pose without IK: each bone's stored base rotation, captured, read back, restored and released.
+"""The pose without IK: each bone's stored base rotation (and, for stretching chains, scale), captured,
+read back, restored and released.
 
 Never the previous IK output, so the pose at a frame depends only on that frame's inputs.
 """
@@ -6,7 +7,7 @@ Never the previous IK output, so the pose at a frame depends only on that frame'
 from __future__ import annotations
 
 import numpy as np
-from mathutils import Quaternion
+from mathutils import Matrix, Quaternion, Vector
 
 from .. import adapter, cache
 from .inputs import ArmatureFrame
@@ -15,8 +16,7 @@ from .plan import ChainError, chain_bones
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
     """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored."""
-    mode = pose_bone.rotation_mode
-    path = f'pose.bones["{pose_bone.name}"].{adapter.rotation_path(mode)}'
+    path = adapter.rotation_data_path(pose_bone.name, pose_bone.rotation_mode)
     stored = stored_channels(pose_bone)
     current = adapter.read_rotation(evaluated_bone)
     return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
@@ -83,35 +83,106 @@ def capture_base(pose_bone) -> None:
     q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
     pose_bone.fabrik_base.rotation = tuple(q)
     pose_bone.fabrik_base.captured = True
-    rig_cache = cache.peek(pose_bone.id_data.name)
+    rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
         rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
         rig_cache.static_base.pop(i, None)
 
 
-def restore_base(pose_bone) -> None:
-    """Put back the stored pose without IK (used when a chain is disabled or removed)."""
+def restore_base(pose_bone, evaluated_bone=None, animated: set | None = None) -> None:
+    """Put back the pose without IK (used when a chain is disabled or removed): the stored one, or with
+    ``evaluated_bone``, its keyed or driven channels as evaluated and the others as stored."""
     base = pose_bone.fabrik_base
-    if base.captured:
-        adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
+    if not base.captured:
+        return
+    if evaluated_bone is not None and animated:
+        setattr(pose_bone, adapter.rotation_path(pose_bone.rotation_mode),
+                base_channels(pose_bone, evaluated_bone, animated))
+        return
+    adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
 
 
-def release(ob, chains) -> None:
-    """Give the bones of ``chains`` back their stored pose, except bones another active chain still drives."""
-    active = set()
+def base_scale(arm: ArmatureFrame, name: str) -> Vector:
+    """A stretching chain bone's scale without IK: keyed or driven channels as evaluated, the others as
+    stored (captured from the bone on first use), never the stretch written on the previous frame."""
+    pb = arm.bones[name]
+    base = pb.fabrik_base
+    if not base.scale_captured:
+        capture_scale(pb)
+    scale = Vector(base.scale)
+    path = adapter.bone_path(name, "scale")
+    animated = arm.cache.animated_paths
+    if (path, 0) in animated or (path, 1) in animated or (path, 2) in animated:
+        current = arm.ev_bones[name].scale
+        scale = Vector([current[k] if (path, k) in animated else scale[k] for k in range(3)])
+    return scale
+
+
+def capture_scale(pose_bone) -> None:
+    """Store the bone's current scale as its scale without IK (stretch writes on top of it)."""
+    pose_bone.fabrik_base.scale = tuple(pose_bone.scale)
+    pose_bone.fabrik_base.scale_captured = True
+    rig_cache = cache.peek(pose_bone.id_data)
+    if rig_cache is not None and pose_bone.name in rig_cache.index:
+        rig_cache.scaled[rig_cache.index[pose_bone.name]] = True
+
+
+def restore_scale(pose_bone) -> None:
+    """Put back the scale without IK and forget it, so a later stretch captures the scale of that time."""
+    base = pose_bone.fabrik_base
+    if base.scale_captured:
+        pose_bone.scale = tuple(base.scale)
+        base.scale_captured = False
+        rig_cache = cache.peek(pose_bone.id_data)
+        if rig_cache is not None and pose_bone.name in rig_cache.index:
+            rig_cache.scaled[rig_cache.index[pose_bone.name]] = False
+
+
+def release(ob, chains, ev=None, rotations: bool = True) -> None:
+    """Give the bones of ``chains`` back their pose without IK (rotation and, where stretched, scale),
+    except bones another active chain still drives (its scale: another active stretching chain).
+    ``ev``: the evaluated armature, whose keyed or driven rotation channels then count, as in a solve."""
+    active, stretching = set(), set()
     if ob.fabrik.enabled:
         for chain in ob.fabrik.chains:
             if chain.enabled and all(chain != c for c in chains):
                 try:
-                    active.update(chain_bones(ob, chain))
+                    names = chain_bones(ob, chain)
                 except ChainError:
-                    pass
+                    continue
+                active.update(names)
+                if chain.use_stretch:
+                    stretching.update(names)
     for chain in chains:
         try:
             names = chain_bones(ob, chain)
         except ChainError:
             continue
+        animated = cache.get(ob).animated_paths if ev is not None else None
         for name in names:
-            if name not in active:
-                restore_base(ob.pose.bones[name])
+            if rotations and name not in active:
+                restore_base(ob.pose.bones[name], None if ev is None else ev.pose.bones.get(name), animated)
+            if name not in stretching:
+                restore_scale(ob.pose.bones[name])
+
+
+def stretched_local(parent: Matrix, rotation: Matrix, pre: Matrix, base: Vector,
+                    grow: float) -> tuple[Quaternion, Vector]:
+    """A bone's local rotation and scale so that, under ``parent`` (the armature-space parent matrix
+    times the rest offset, stretched parents included), its Y axis points exactly along ``rotation``'s
+    Y and is ``grow`` times as long as in its pose without IK (``pre``).
+
+    The local Y axis is ``v = parent^-1 d`` for the wanted direction ``d``; the rotation keeps that
+    axis exactly (X made orthogonal to it, Z their cross product) and the scale Y is
+    ``grow * |pre Y| * |v|``, the composed length then being ``grow * |pre Y|``. X and Z keep the
+    scale without IK.
+    """
+    local = parent.to_3x3().inverted() @ rotation
+    y = local.col[1]
+    v = y.length
+    y = y / v
+    x = local.col[0]
+    x = (x - y * x.dot(y)).normalized()
+    turn = Matrix((x, y, x.cross(y))).transposed()
+    return turn.to_quaternion(), Vector((base.x, grow * pre.col[1].xyz.length * v, base.z))

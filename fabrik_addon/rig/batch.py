@@ -27,7 +27,15 @@ from ..solver.rotations import (
     slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
-from .inputs import ZERO_LENGTH, ArmatureFrame, ChainInputs, ChainResult, chain_inputs, unit_columns
+from .inputs import (
+    ZERO_LENGTH,
+    ArmatureFrame,
+    ChainInputs,
+    ChainResult,
+    chain_inputs,
+    pose_scale_flags,
+    unit_columns,
+)
 from .plan import ChainError, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
@@ -46,8 +54,7 @@ class Part:
         """Armature-space pose matrices (B, 4, 4) as evaluated, read in bulk on first use."""
         if self._matrices is None:
             count = len(self.arm.cache.names)
-            self._matrices = adapter.bulk_read(self.arm.ev_bones, "matrix", count, 16).reshape(-1, 4, 4).transpose(
-                0, 2, 1)
+            self._matrices = adapter.bulk_matrices(self.arm.ev_bones, "matrix", count)
         return self._matrices
 
 
@@ -133,19 +140,19 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
     for part in parts:
         if part.wrote:
             count = len(part.arm.cache.names)
-            rows = table.written[part.offset:part.offset + count]
-            part.arm.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
-            part.arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+            adapter.write_quaternions(part.arm.ob, table.written[part.offset:part.offset + count])
 
 
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once."""
     for (_, has_pole, tolerance, iterations), members in requests.items():
+        softness = [e.inputs.chain.softness for e in members]
         try:
             results = solve_chains(np.stack([e.inputs.start for e in members]),
                                    np.array([e.target for e in members]), tolerance=tolerance,
                                    max_iterations=iterations,
-                                   poles=np.array([e.pole for e in members]) if has_pole else None)
+                                   poles=np.array([e.pole for e in members]) if has_pole else None,
+                                   softness=np.array(softness) if any(softness) else 0.0)
         except ValueError as error:
             for entry in members:
                 entry.invalid = str(error)
@@ -184,12 +191,15 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
+    scale_flags = pose_scale_flags(pre, np.array([not chain.use_stretch for _, chain, _ in group]))
+    any_scaled = scale_flags.any(axis=1).tolist()
     out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):
         try:
             check_references_once(part.arm.ob, chain, plan)
             inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
-                                  short[c] if any_short[c] else None)
+                                  short[c] if any_short[c] else None,
+                                  scale_flags[c].tolist() if any_scaled[c] else ())
             entry = out[c] = Entry(inputs)
             joints, target, pole, tolerance = inputs.start, inputs.target.to_tuple(), inputs.pole, inputs.tolerance
             if not inputs.placed:
@@ -198,7 +208,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
             elif chain.solver == 'TWO_BONE' or inputs.limits is not None:
                 solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
-                                limits=inputs.limits, max_iterations=inputs.iterations)
+                                limits=inputs.limits, max_iterations=inputs.iterations, softness=chain.softness)
                 entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached,
                                            result.converged)
             else:

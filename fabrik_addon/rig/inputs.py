@@ -38,6 +38,8 @@ class ArmatureFrame:
     scale: float
     bones: Any  # ``ob.pose.bones``
     ev_bones: Any  # ``ev.pose.bones``
+    # Chains hang below others: every write records its matrices in ``new_matrices`` for them.
+    keep_matrices: bool = False
     # Armature-space pose matrices written this frame, for chains hanging below them.
     new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
 
@@ -45,11 +47,6 @@ class ArmatureFrame:
     def inv_world(self) -> np.ndarray:
         """``inv_world_m`` as numpy, made on first use (the few-chain path seldom needs it)."""
         return np.array(self.inv_world_m)
-
-    @property
-    def keep_matrices(self) -> bool:
-        """Whether chains hang below others: then every write records its matrices in ``new_matrices``."""
-        return bool(self.layout.dependent)
 
 
 def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
@@ -64,8 +61,9 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
     if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
             and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
-    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, layout(ob, rig_cache), depsgraph, world_m.inverted(),
-                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones)
+    plan = layout(ob, rig_cache)
+    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, plan, depsgraph, world_m.inverted(),
+                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones, bool(plan.dependent))
 
 
 @dataclass(eq=False, slots=True)
@@ -98,15 +96,17 @@ def placed_count(chain, bones: int) -> int:
     return bones - 1 if chain.match_target_rotation else bones
 
 
-def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short) -> ChainInputs:
+def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short,
+                 scale_flags=None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
     ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
     matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
-    segment too short to turn, or is None when none is.
+    segment too short to turn, or is None when none is; ``scale_flags`` see :func:`check_pose_scale`.
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
+    check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -164,14 +164,89 @@ def facing_point(points: list[Vector]) -> Vector | None:
     return root + 0.5 * (tip - root) + bend.normalized() * length
 
 
+# Relative spread of a bone's axis lengths (armature space) still counted as uniform scale.
+POSE_SCALE_TOLERANCE = 1e-4
+
+
+def pose_scale_flags(pre: np.ndarray, uniform) -> np.ndarray:
+    """(..., n) bools over armature-space bone matrices (..., n, 4, 4): negative scale, or non-uniform
+    scale where ``uniform`` (bool, or (...,) bools per chain) asks for uniform scale."""
+    m3 = pre[..., :3, :3]
+    axes = np.sqrt(np.einsum("...ij,...ij->...j", m3, m3))
+    top = axes.max(axis=-1)
+    uneven = top - axes.min(axis=-1) > POSE_SCALE_TOLERANCE * top
+    return (np.linalg.det(m3) <= 0.0) | (uneven & np.asarray(uniform)[..., None])
+
+
+def check_pose_scale(plan: ChainPlan, pre, parent, flags=None, uniform: bool = True) -> None:
+    """The chain's bones must have positive scale (own and inherited), uniform unless the chain stretches
+    (whose writes keep non-uniform scale exact), and a bone that ignores its parent's scale may only sit
+    under unit scale: else the pose FABRIK IK writes is not the one Blender shows.
+
+    ``pre``: the bones' armature-space matrices (mathutils, or numpy with ``flags`` from
+    :func:`pose_scale_flags` computed for many chains at once)."""
+    if flags is None:
+        flags = []
+        for matrix in pre:
+            if isinstance(matrix, Matrix):
+                x, y, z = matrix.to_scale()
+                top = max(x, y, z)
+                flags.append(matrix.is_negative or (uniform and top - min(x, y, z) > POSE_SCALE_TOLERANCE * top))
+            else:
+                flags.append(bool(pose_scale_flags(np.asarray(matrix, dtype=np.float64), uniform)))
+    for k, bad in enumerate(flags):
+        if bad:
+            raise ChainError(f"Bone '{plan.bones[k]}' has a negative or non-uniform scale (its own or inherited); "
+                             "FABRIK IK turns bones of uniform positive scale only (non-uniform: with Stretch)")
+    for k in plan.scale_free:
+        above = pre[k - 1] if k else parent
+        axes = above.to_scale() if isinstance(above, Matrix) else np.linalg.norm(np.asarray(above)[:3, :3], axis=0)
+        if max(abs(a - 1.0) for a in axes) > POSE_SCALE_TOLERANCE:
+            raise ChainError(f"Bone '{plan.bones[k]}' does not inherit its parent's scale (Inherit Scale: None) "
+                             "while the parent is scaled; set it to Full")
+
+
+def _evaluated(target, depsgraph, label: str):
+    """The target as this frame evaluates it; refused when the view layer does not evaluate it and it moves."""
+    ev = target.evaluated_get(depsgraph)
+    if (target.animation_data is not None or target.parent is not None or len(target.constraints)) \
+            and not _in_view_layer(target, ev, depsgraph):
+        raise ChainError(f"{label} '{target.name}' is not evaluated in this view layer (hidden, disabled, excluded "
+                         "or in another scene), so its animation cannot be followed; show it in this view layer")
+    return ev
+
+
+def _in_view_layer(target, ev, depsgraph) -> bool:
+    """Whether the depsgraph evaluates ``target`` as a member of its view layer. An object our chains only
+    point to may have an evaluated copy that nothing animates; Blender's own IK adds a relation, which
+    an add-on cannot."""
+    if not ev.is_evaluated:
+        return False
+    if depsgraph.mode == 'RENDER':
+        return True
+    view_layer = depsgraph.view_layer
+    if target.visible_get(view_layer=view_layer):  # the common case, without a lookup by name
+        return True
+    # Invisible: evaluated only when merely hidden (the eye), not when excluded, in another scene or
+    # disabled in viewports (its own or its collection's switch).
+    return view_layer.objects.get(target.name) == target and target.hide_get(view_layer=view_layer)
+
+
+def _pose_bone(target, ev, bone_name: str, label: str):
+    pb = ev.pose.bones.get(bone_name)
+    if pb is None:
+        raise ChainError(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
+    return pb
+
+
 def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
     """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
 
     The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix.
     """
-    ev = target.evaluated_get(depsgraph)
+    ev = _evaluated(target, depsgraph, label)
     if target.type == 'ARMATURE' and bone_name:
-        point = ev.matrix_world @ ev.pose.bones[bone_name].head
+        point = ev.matrix_world @ _pose_bone(target, ev, bone_name, label).head
     else:
         point = ev.matrix_world.translation
     x, y, z = point
@@ -182,10 +257,10 @@ def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
 
 def world_matrix(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
-    ev = target.evaluated_get(depsgraph)
+    ev = _evaluated(target, depsgraph, label)
     matrix = adapter.matrix_to_np(ev.matrix_world)
     if target.type == 'ARMATURE' and bone_name:
-        matrix = matrix @ adapter.matrix_to_np(ev.pose.bones[bone_name].matrix)
+        matrix = matrix @ adapter.matrix_to_np(_pose_bone(target, ev, bone_name, label).matrix)
     if not np.isfinite(matrix).all() or np.abs(matrix[:3, 3]).max() > FAR_AWAY:
         raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")
     return matrix

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import cache, diagnostics
+from .. import adapter, cache, diagnostics
 
 
 class ChainError(Exception):
@@ -27,6 +27,8 @@ class ChainPlan:
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
     references_checked: bool = False  # target and pole passed check_references under these settings
+    # Positions in ``bones`` of bones that ignore their parent's scale: solved only while it is 1.
+    scale_free: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -38,6 +40,7 @@ class Layout:
     free: list[ChainPlan]  # standalone chains under no other chain: one batched pass
     dependent: list[list[ChainPlan]]  # chains below other chains, and trees: parents first
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
+    moved: dict[str, str] = field(default_factory=dict)  # bone -> chain moving it (its own or an ancestor's)
 
 
 def chain_bones(ob, chain) -> list[str]:
@@ -71,8 +74,10 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
     if rig_cache is None:
         rig_cache = cache.get(ob)
     chains = ob.fabrik.chains
-    # Tip names too: a script may reorder or swap chains (move, remove + add) without touching a setting.
-    key = (cache.generation(), tuple(chain.tip_bone for chain in chains))
+    # Every setting the layout reads, per chain in order: a script may reorder or swap chains (move,
+    # remove + add) and animation may switch them, neither of which calls an update.
+    key = (cache.generation(), tuple((chain.tip_bone, chain.enabled, chain.chain_length, chain.solver,
+                                      chain.match_target_rotation) for chain in chains))
     if key not in rig_cache.plans:
         plans, invalid = _plan_chains(ob)
         for plan in plans:
@@ -88,7 +93,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
                 free.append(group[0])
             else:
                 dependent.append(group)
-        rig_cache.plans = {key: Layout(plans, invalid, free, dependent, labels)}
+        rig_cache.plans = {key: Layout(plans, invalid, free, dependent, labels, _moved(ob, plans))}
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
     result: Layout = rig_cache.plans[key]
@@ -99,6 +104,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
 
 def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
     plans, invalid = [], []
+    overriders = _overriders(ob)
     for index, chain in enumerate(ob.fabrik.chains):
         if not chain.enabled:
             continue
@@ -110,12 +116,63 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
             for name in bones[1:]:
                 if not ob.data.bones[name].use_inherit_rotation:
                     raise ChainError(f"Bone '{name}' does not inherit its parent's rotation")
+            check_bones(ob, bones, overriders)
         except ChainError as error:
             invalid.append((index, str(error)))
             continue
-        plans.append(ChainPlan(index, bones, bone_depth(ob.data.bones[bones[0]])))
+        data = ob.data.bones
+        scale_free = [k for k, name in enumerate(bones)
+                      if data[name].parent is not None and data[name].inherit_scale in ('NONE', 'NONE_LEGACY')]
+        plans.append(ChainPlan(index, bones, bone_depth(data[bones[0]]), scale_free=scale_free))
     plans.sort(key=lambda plan: plan.depth)
     return plans, invalid
+
+
+def _overriders(ob) -> dict[str, str]:
+    """Bones whose evaluated pose is not their channels: bone -> why (constraints, IK, drivers)."""
+    found: dict[str, str] = {}
+    for pb in ob.pose.bones:
+        for constraint in pb.constraints:
+            if constraint.mute or constraint.influence <= 0.0:
+                continue
+            found.setdefault(pb.name, f"Bone '{pb.name}' has constraint '{constraint.name}', whose effect FABRIK IK "
+                                      "cannot see; mute it or leave the bone out of the chain")
+            if constraint.type in ('IK', 'SPLINE_IK'):  # also moves the bones above it
+                count = constraint.chain_count
+                walk, k = pb.bone.parent, 1
+                while walk is not None and (count == 0 or k < count):
+                    found.setdefault(walk.name, f"Bone '{walk.name}' is also moved by constraint "
+                                                f"'{constraint.name}' of bone '{pb.name}'")
+                    walk, k = walk.parent, k + 1
+    adt = ob.animation_data
+    if adt is not None and adt.drivers:
+        paths = {fcurve.data_path for fcurve in adt.drivers if not fcurve.mute}
+        for pb in ob.pose.bones:
+            if adapter.rotation_data_path(pb.name, pb.rotation_mode) in paths:
+                found.setdefault(pb.name, f"Bone '{pb.name}' has a driver on its rotation, which overrides "
+                                          "FABRIK IK")
+    return found
+
+
+def check_bones(ob, bones: list[str], overriders: dict[str, str]) -> None:
+    """Bones whose evaluated pose FABRIK IK cannot predict: refused with the reason."""
+    for name in bones:
+        if name in overriders:
+            raise ChainError(overriders[name])
+
+
+def _moved(ob, plans: list[ChainPlan]) -> dict[str, str]:
+    """Bones the chains move, with their descendants: bone -> name of the chain moving it."""
+    chains = ob.fabrik.chains
+    moved: dict[str, str] = {}
+    data = ob.data.bones
+    for plan in plans:
+        label = chains[plan.index].name
+        for name in plan.bones:
+            moved.setdefault(name, label)
+        for child in data[plan.bones[0]].children_recursive:
+            moved.setdefault(child.name, label)
+    return moved
 
 
 def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
@@ -171,6 +228,70 @@ def check_references(ob, chain, bones: list[str]) -> None:
     check_reference(ob, chain, bones, chain.pole, chain.pole_bone, "Pole", required=False)
 
 
+def follows_fabrik(obj, bone_name: str = "", seen: set | None = None) -> tuple | None:
+    """Whether an object (or one of its bones) moves with a bone that FABRIK IK poses: (armature,
+    bone, chain name) of the first such bone found through parents and constraint targets, else None."""
+    seen = set() if seen is None else seen
+    key = (obj.session_uid, bone_name)
+    if key in seen or len(seen) > 64:
+        return None
+    seen.add(key)
+    sources: list[tuple] = []
+    if obj.type == 'ARMATURE' and bone_name:
+        if len(obj.fabrik.chains):
+            moved = layout(obj).moved
+            if bone_name in moved:
+                return obj, bone_name, moved[bone_name]
+        pb = obj.pose.bones.get(bone_name)
+        while pb is not None:  # the bone and its ancestors, through their constraints
+            sources += _constraint_sources(pb.constraints)
+            pb = pb.parent
+    parent = obj.parent
+    if parent is not None:
+        sources.append((parent, obj.parent_bone if obj.parent_type == 'BONE' and parent.type == 'ARMATURE' else ""))
+    sources += _constraint_sources(obj.constraints)
+    for source, bone in sources:
+        found = follows_fabrik(source, bone, seen)
+        if found is not None:
+            return found
+    return None
+
+
+def _constraint_sources(constraints) -> list[tuple]:
+    out = []
+    for constraint in constraints:
+        target = getattr(constraint, "target", None)
+        if target is None or constraint.mute or constraint.influence <= 0.0:
+            continue
+        out.append((target, getattr(constraint, "subtarget", "") if target.type == 'ARMATURE' else ""))
+    return out
+
+
+def check_dependencies(ob, chain, plan: ChainPlan) -> None:
+    """Refuse a chain whose target, pole or armature moves with bones FABRIK IK poses: its solve would
+    read where they were before this frame's write (a cycle when it is its own chain)."""
+    own = set(plan.bones)
+    for child in ob.data.bones[plan.bones[0]].children_recursive:
+        own.add(child.name)
+    if ob.parent is not None or len(ob.constraints):
+        found = follows_fabrik(ob)
+        if found is not None:
+            arm, bone, by = found
+            raise ChainError(f"The armature follows bone '{bone}' of '{arm.name}', which FABRIK IK chain "
+                             f"'{by}' moves; solving rigs in dependency order is not supported")
+    for item, bone_name, label in ((chain.target, chain.target_bone, "Target"), (chain.pole, chain.pole_bone, "Pole")):
+        if item is None:
+            continue
+        found = follows_fabrik(item, bone_name if item.type == 'ARMATURE' else "")
+        if found is None:
+            continue
+        arm, bone, by = found
+        if arm == ob and bone in own:
+            raise ChainError(f"{label} '{item.name}' is moved by this chain (it follows bone '{bone}')")
+        raise ChainError(f"{label} '{item.name}' follows bone '{bone}' of '{arm.name}', which FABRIK IK chain "
+                         f"'{by}' moves; chains that follow other chains are not supported")
+
+
 def check_references_once(ob, chain, plan: ChainPlan) -> None:
     """:func:`check_references` once per layout, then only whether the target still exists.
 
@@ -181,6 +302,7 @@ def check_references_once(ob, chain, plan: ChainPlan) -> None:
         raise ChainError("Pick a target object")
     if not plan.references_checked:
         check_references(ob, chain, plan.bones)
+        check_dependencies(ob, chain, plan)
         plan.references_checked = True
 
 

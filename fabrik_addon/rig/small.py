@@ -21,7 +21,7 @@ from .. import diagnostics
 from ..solver import solve_chain, solve_two_bone
 from ..solver.fabrik import solve_points
 from ..solver.two_bone import two_bone_points
-from .base_pose import base_rotation, write_near_base
+from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
 from .inputs import (
     ZERO_LENGTH,
     ArmatureFrame,
@@ -43,6 +43,7 @@ class StartPose:
     pre: list[Matrix]  # armature-space matrix of each bone
     base: list[Quaternion]  # each bone's local rotation
     joints: list[Vector]  # heads, then the tip's tail
+    scales: list[Vector] | None  # each bone's scale without IK where it may stretch, else None
 
 
 def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
@@ -66,15 +67,19 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
     else:
         parent = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist())
     base, pre = [], []
+    # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
+    # written on the previous frame (which the evaluated pose holds).
+    scales = [base_scale(arm, cache.names[i]) for i in plan.idx] \
+        if arm.chains[plan.index].use_stretch or cache.scaled[plan.idx].any() else None
     m = parent
-    for i in plan.idx:
+    for k, i in enumerate(plan.idx):
         q = base_rotation(arm.ob, arm.ev, cache, i)
         pb = evaluated[cache.names[i]]
-        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(pb.location, q, pb.scale)
+        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(pb.location, q, pb.scale if scales is None else scales[k])
         base.append(q)
         pre.append(m)
     joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
-    return StartPose(parent, pre, base, joints)
+    return StartPose(parent, pre, base, joints, scales)
 
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
@@ -84,34 +89,38 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     placed = placed_count(chain, len(plan.idx))
     segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
     longest = max(segments, default=0.0)
-    short = [length <= ZERO_LENGTH * max(1.0, longest) for length in segments]
-    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short if any(short) else None)
+    limit = ZERO_LENGTH * max(1.0, longest)
+    short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
+    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short)
     result = _solve_points(inputs, segments)
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
-    _write(arm, inputs, pose, result.joints)
+    stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
+        if chain.use_stretch and placed and segments[0] > 0.0 else 1.0
+    _write(arm, inputs, pose, result.joints, stretch)
     diagnostics.record_solve(chain, result.reached, result.converged, result.error * arm.scale, result.iterations)
 
 
 def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
     """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
     chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
+    soft = {"softness": chain.softness, "use_stretch": chain.use_stretch, "max_stretch": chain.max_stretch}
     if not inputs.placed:
         solved, error, iterations = start, (start[0] - target).length, 0
     elif inputs.limits is not None:
         solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
         result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
-                        tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits)
+                        tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits, **soft)
         return ChainResult([Vector(p) for p in result.joints], result.error, result.iterations, result.reached,
                            result.converged)
     elif chain.solver == 'TWO_BONE':
         points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
-                                 segments[1])
+                                 segments[1], **soft)
         solved, iterations = [Vector(p) for p in points], 1
         error = (solved[2] - target).length
     else:
         points, error, iterations = solve_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(),
-                                                 tolerance=tolerance, max_iterations=inputs.iterations)
+                                                 tolerance=tolerance, max_iterations=inputs.iterations, **soft)
         solved = [Vector(p) for p in points]
         # solve_points stops early only by reaching or stalling: all passes used and still short is
         # running out of iterations.
@@ -120,20 +129,27 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
-def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: list[Vector]) -> None:
+def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: list[Vector], stretch: float) -> None:
     """Turn each bone by its segment's from-to rotation, blend by influence, write the channels.
 
     The same rules as :func:`.batch._local_rotations`: offsets and twist ride along with the turn,
     a tip matching its target takes the target's orientation, the channels stay in the hemisphere of
     the pose without IK. Every rotation is computed before any is written, so a chain is written whole
     or not at all, and never with a non-finite value.
+
+    A stretching chain also gets each bone's local scale Y: the value that makes the bone, composed
+    under its stretched parent as Blender composes it (full scale inheritance), exactly ``stretch``
+    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`);
+    influence blends it with the scale without IK. Other chains never touch scale.
     """
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
     influence = inputs.chain.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     rotations = []
+    scales: list[Vector] = []
     above = pose.parent
     last = len(plan.idx) - 1
+    stretching = pose.scales is not None and inputs.chain.use_stretch
     for k, i in enumerate(plan.idx):
         m = pose.pre[k]
         if frame is not None and k == last:
@@ -141,8 +157,17 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
         else:
             before, after = joints[k + 1] - joints[k], solved[k + 1] - solved[k]
             rotation = before.rotation_difference(after).to_matrix() @ m.to_3x3().normalized()
-        ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
-        q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
+        if not stretching:
+            ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
+            q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
+        else:
+            assert pose.scales is not None
+            grow = stretch if k < inputs.placed else 1.0
+            q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
+            # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
+            ik = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
+            base = pose.scales[k]
+            scales.append(base + (scale - base) * influence if influence < 1.0 else scale)
         start = pose.base[k]
         if influence < 1.0 and frame is not None and k == last:
             # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
@@ -152,7 +177,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
             q.negate()
         rotations.append(q)
         above = ik
-    if not math.isfinite(sum(sum(q) for q in rotations)):
+    if not math.isfinite(sum(sum(q) for q in rotations) + sum(v.x + v.y + v.z for v in scales)):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
     originals, evaluated = arm.bones, arm.ev_bones
     keep_matrices = arm.keep_matrices
@@ -163,7 +188,13 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
             originals[name].rotation_quaternion = q
         else:
             write_near_base(arm, name, q)
+        if scales:
+            originals[name].scale = scales[k]
+        elif pose.scales is not None:  # stretch just switched off (keyed): back to the scale without IK
+            restore_scale(originals[name])
         if keep_matrices:  # chains hanging below these start from the pose just written
             ev_pb = evaluated[name]
-            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, ev_pb.scale)
+            scale = scales[k] if scales else ev_pb.scale if pose.scales is None else pose.scales[k]
+            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, scale)
             arm.new_matrices[name] = np.array(final)
+

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import cache
+from .. import cache, diagnostics
 from . import batch, small, tree
+from .base_pose import release
 from .inputs import ArmatureFrame, armature_frame
 from .plan import ChainError, set_status
 
@@ -22,21 +23,30 @@ from .plan import ChainError, set_status
 SMALL_BONES = 96
 
 
-def solve_armatures(obs, depsgraph) -> None:
-    """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations."""
+def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
+    """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
+
+    Each armature, each strategy call and each tree is isolated: whatever goes wrong marks only the
+    chains concerned INVALID with a message. An armature whose bones were renamed or replaced behind
+    its cache (a lookup fails) is rebuilt and solved once more on its own.
+    """
     frames: list[ArmatureFrame] = []
+    stale: list = []
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for ob in obs:
         chains = ob.fabrik.chains
         for chain in chains:
             if not chain.enabled:
+                if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
+                    release(ob, [chain], ob.evaluated_get(depsgraph))
                 set_status(chain, 'NONE')
         try:
             arm = armature_frame(ob, depsgraph, cache.get(ob))
         except ChainError as error:
-            for chain in chains:
-                if chain.enabled:
-                    set_status(chain, 'INVALID', str(error))
+            _mark(chains, str(error))
+            continue
+        except Exception as error:  # noqa: BLE001 - one armature's failure never stops the others
+            _failed(ob, None, error, stale if retry else None)
             continue
         for p in arm.layout.free:
             bones_by_length[len(p.idx)] += len(p.idx)
@@ -45,20 +55,77 @@ def solve_armatures(obs, depsgraph) -> None:
     for arm in frames:
         few: list[tuple] = []
         many: list[tuple] = []
+        scaled = arm.cache.scaled
         for p in arm.layout.free:
-            (few if bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((arm.chains[p.index], p))
+            chain = arm.chains[p.index]
+            # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
+            stretches = chain.use_stretch or scaled[p.idx].any()
+            (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
         if few:
-            small.solve(arm, few)
+            _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
         if many:
             batched.append((arm, many))
-    batch.solve(batched)
+    if batched:
+        try:
+            batch.solve(batched)
+        except Exception:  # noqa: BLE001 - again armature by armature, so the others are solved
+            for arm, many in batched:
+                _isolated(arm, [c for c, _ in many], stale if retry else None, batch.solve, [(arm, many)])
     for arm in frames:
+        if arm.ob in stale:
+            continue
         for group in arm.layout.dependent:
-            try:
-                if len(group) == 1:
-                    small.solve(arm, [(arm.chains[group[0].index], group[0])])
-                else:
-                    tree.solve_group(arm, group)
-            except ChainError as error:
-                for plan in group:
-                    set_status(arm.chains[plan.index], 'INVALID', str(error))
+            chains = [arm.chains[plan.index] for plan in group]
+            if len(group) == 1:
+                _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])])
+            else:
+                _isolated(arm, chains, stale if retry else None, tree.solve_group, arm, group)
+    for ob in stale:
+        cache.drop(ob)
+        solve_armatures([ob], depsgraph, retry=False)
+
+
+# Statuses of a chain whose bones FABRIK IK posed at its last solve.
+POSED = ('REACHED', 'UNREACHABLE', 'NOT_CONVERGED')
+
+
+def _isolated(arm: ArmatureFrame, chains: list, stale: list | None, function, *args) -> None:
+    """Run one strategy call; a failure marks its chains INVALID (or the armature for a rebuild)."""
+    if arm.ob in (stale or ()):
+        return
+    try:
+        function(*args)
+    except ChainError as error:
+        _mark(chains, str(error))
+    except Exception as error:  # noqa: BLE001 - a handler must never stop solving the others
+        _failed(arm.ob, chains, error, stale)
+
+
+def _failed(ob, chains: list | None, error: Exception, stale: list | None) -> None:
+    """A lookup by bone name failed: rebuild and retry (``stale``), else mark the chains with the error."""
+    if stale is not None and isinstance(error, KeyError | IndexError) and ob not in stale:
+        stale.append(ob)
+        return
+    if isinstance(error, KeyError | IndexError):
+        message = "The armature's bones changed (renamed, deleted or data swapped); check the chain's bones"
+    else:
+        message = f"Could not solve: {type(error).__name__}: {error}"
+        print(f"FABRIK IK: '{ob.name}': {message}")
+    _mark(ob.fabrik.chains if chains is None else chains, message)
+
+
+def _mark(chains, message: str) -> None:
+    for chain in chains:
+        if chain.enabled:
+            set_status(chain, 'INVALID', message)
+
+
+def settle(ob, reason: str, depsgraph) -> None:
+    """An armature that is not solved now (switched off, Rest Position): chains report why, and bones
+    posed by a chain that was switched off by animation get their pose without IK back."""
+    for chain in ob.fabrik.chains:
+        diagnostic = diagnostics.of(chain)
+        if not ob.fabrik.enabled and diagnostic.status in POSED:
+            release(ob, [chain], ob.evaluated_get(depsgraph))
+        if diagnostic.status != 'NONE' or diagnostic.message != reason:
+            set_status(chain, 'NONE', reason)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import numpy as np
+from mathutils import Matrix
 
 from .. import adapter
 from ..solver import ConeLimit, HingeLimit, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
-from .base_pose import base_channels
-from .inputs import ArmatureFrame, parent_matrix, segment_frames, unit_columns, world_matrix
-from .plan import ChainError, ChainPlan, bone_depth, check_references, set_status
+from .base_pose import base_channels, base_scale, restore_scale, stretched_local
+from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
+from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
 
 
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
@@ -27,16 +28,24 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     rig_cache = arm.cache
     rel = [rig_cache.rel[rig_cache.index[n]] for n in names]  # rest matrices relative to the parent
     for chain, plan in zip(chains, plans):
-        check_references(ob, chain, plan.bones)
+        check_references_once(ob, chain, plan)
     channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
     base = [adapter.quaternion_from_channels(pb.rotation_mode, c) for pb, c in zip(pose_bones, channels)]
     top_parent = parent_matrix(arm, data[0])
+    # Bones of stretching chains (and bones stretched until now) start from their scale without IK.
+    stretching = {n for c, p in zip(chains, plans) if c.use_stretch for n in p.bones}
+    scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.scaled[rig_cache.index[n]]}
 
     pre: dict[str, np.ndarray] = {}
     for k, bone in enumerate(data):
         above = top_parent if k == 0 else pre[bone.parent.name]
-        pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], ev_bones[k].scale)
+        scale = scales.get(bone.name, ev_bones[k].scale)
+        pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], scale)
 
+    for plan in plans:
+        root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
+        check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
+                         uniform=not arm.chains[plan.index].use_stretch)
     joints = [pre[n][:3, 3] for n in names]
     parents = [-1] + [index[b.parent.name] for b in data[1:]]
     effectors: list[int] = []
@@ -73,7 +82,9 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     try:
         result = solve_tree(np.array(joints), parents, effectors, np.array(targets), weights=weights,
                             poles=np.array(poles), rigid=rigid, tolerance=tolerance,
-                            max_iterations=max(c.iterations for c in chains), **limits)
+                            max_iterations=max(c.iterations for c in chains), **limits,
+                            softness=[c.softness for c in chains], use_stretch=[c.use_stretch for c in chains],
+                            max_stretch=[c.max_stretch for c in chains])
     except ValueError as exc:
         raise ChainError(str(exc)) from exc
     solved = result.joints
@@ -102,11 +113,24 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
             before = np.array([joints[j] - pre[name][:3, 3] for j in children_of[k]])
             after = np.array([solved[j] - head for j in children_of[k]])
             m[:3, :3] = _best_turn(before, after, pull[children_of[k]]) @ pre[name][:3, :3]
-        q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
+        scale = scales.get(name, eb.scale)
+        if name in stretching:
+            # A bone's own factor is that of the segment it spans (bones with several children never grow).
+            grow = float(result.bone_stretch[children_of[k][0]]) if len(children_of[k]) == 1 else 1.0
+            turn, wanted = stretched_local(Matrix((above @ rel[k]).tolist()), Matrix(unit_columns(m).tolist()),
+                                           Matrix(pre[name].tolist()), scales[name], grow)
+            q = turn
+            scale = wanted if influence[name] >= 1.0 else scales[name] + (wanted - scales[name]) * influence[name]
+        else:
+            q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
         if influence[name] < 1.0:
             q = base[k].slerp(q, influence[name])
         adapter.write_rotation(pose_bones[k], q, channels[k])
-        new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, eb.scale)
+        if name in stretching:
+            pose_bones[k].scale = scale
+        elif name in scales:  # stretch just switched off (keyed): back to the scale without IK
+            restore_scale(pose_bones[k])
+        new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, scale)
         arm.new_matrices[name] = new[name]
 
     for i, (chain, plan) in enumerate(zip(chains, plans)):

@@ -7,6 +7,8 @@ contiguous rows of C values.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .checks import bone_lengths, check_batch_joints, check_points
@@ -21,6 +23,7 @@ from .fabrik import (
 )
 from .prepare import EPS, prepare
 from .result import ChainResults
+from .soft import DEFAULT_MAX_STRETCH, DEFAULT_SOFTNESS, check_soft_arrays, ease_targets, settle
 
 SCALAR_BELOW = 8  # plus the bone count: fewer chains than this are solved one by one in plain floats
 
@@ -33,6 +36,9 @@ def solve_chains(
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     poles: object = None,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+    softness: object = DEFAULT_SOFTNESS,
+    use_stretch: object = False,
+    max_stretch: object = DEFAULT_MAX_STRETCH,
 ) -> ChainResults:
     """Solve ``C`` chains of ``N`` bones with FABRIK, vectorised across chains.
 
@@ -44,6 +50,8 @@ def solve_chains(
     tolerance, max_iterations, min_improvement
         As in :func:`solve_chain`, applied to each chain on its own.
     poles : array_like, shape (C, 3), optional
+    softness, use_stretch, max_stretch : number/bool or array_like, shape (C,)
+        Soft IK and stretch as in :func:`solve_chain`, for all chains or per chain.
 
     Returns
     -------
@@ -56,6 +64,33 @@ def solve_chains(
     pole = None if poles is None else check_points(poles, (count, 3), "poles")
     check_settings(tolerance, max_iterations, min_improvement)
     lengths = bone_lengths(start)
+    given = tgt
+    if isinstance(softness, float | int) and softness == 0 and use_stretch is False and \
+            isinstance(max_stretch, float | int) and math.isfinite(max_stretch) and max_stretch >= 1.0:
+        return _solve(start, tgt, pole, lengths, tolerance, max_iterations, min_improvement)
+    soft, stretch, cap = check_soft_arrays(softness, use_stretch, max_stretch, count)
+    if not (soft.any() or stretch.any()):
+        return _solve(start, tgt, pole, lengths, tolerance, max_iterations, min_improvement)
+    tgt, factor, eased_in = ease_targets(start[:, 0], tgt, lengths.sum(axis=1), soft, stretch, cap)
+    grown = factor != 1.0
+    if grown.any():
+        start = start.copy()
+        start[grown] = start[grown, :1] + (start[grown] - start[grown, :1]) * factor[grown, None, None]
+        lengths = bone_lengths(start)
+    results = _solve(start, tgt, pole, lengths, tolerance, max_iterations, min_improvement)
+    out = results.joints
+    if eased_in.any():
+        out = out.copy()
+        out[eased_in] = settle(out[eased_in], tgt[eased_in])
+    error = np.linalg.norm(out[:, -1] - given, axis=1)
+    reached = error <= tolerance
+    converged = reached | (True if results.converged is None else results.converged)
+    return ChainResults(out, error, results.iterations, reached, factor, converged)
+
+
+def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths: np.ndarray, tolerance: float,
+           max_iterations: int, min_improvement: float) -> ChainResults:
+    count, n1, _ = start.shape
     prep = prepare(start, tgt, pole, lengths)
     if count < SCALAR_BELOW + n1 - 1:
         # A numpy call costs ~1 us whatever its size; below this many chains, the plain-float loop, one
@@ -67,7 +102,7 @@ def solve_chains(
         error = np.array([s[1] for s in single])
         used = np.array([s[2] for s in single])
         return ChainResults(np.array([s[0] for s in single]), error, used, error <= tolerance,
-                            prep.unreachable | (error <= tolerance) | (used < max_iterations))
+                            converged=prep.unreachable | (error <= tolerance) | (used < max_iterations))
     out = prep.joints.copy()
     roots = prep.joints[:, 0]
     dist = np.linalg.norm(tgt - roots, axis=1)
@@ -99,7 +134,7 @@ def solve_chains(
         error[todo] = best_error
         iterations[todo] = used
     reached = error <= tolerance
-    return ChainResults(out, error, iterations, reached, far | reached | (iterations < max_iterations))
+    return ChainResults(out, error, iterations, reached, converged=far | reached | (iterations < max_iterations))
 
 
 def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,

@@ -16,6 +16,14 @@ from .limits import ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors
+from .soft import (
+    DEFAULT_MAX_STRETCH,
+    DEFAULT_SOFTNESS,
+    check_soft_options,
+    ease_target,
+    settle_points,
+    stretch_about,
+)
 from .start import curled_start
 
 DEFAULT_TOLERANCE = 1e-3
@@ -57,6 +65,9 @@ def solve_chain(
     pole: object = None,
     limits: ChainLimits | Sequence[Limit] | None = None,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+    softness: float = DEFAULT_SOFTNESS,
+    use_stretch: bool = False,
+    max_stretch: float = DEFAULT_MAX_STRETCH,
 ) -> SolveResult:
     """Solve one chain with FABRIK.
 
@@ -78,11 +89,20 @@ def solve_chain(
     min_improvement : float
         Stall rule: stop after ``STALL_PATIENCE`` iterations in a row that each improve the error by less
         than this fraction.
+    softness : float
+        In [0, 0.5]: the fraction of the chain's length over which the tip eases toward full extension
+        (soft IK, see :mod:`.soft`); the direction to the target is kept. 0: hard IK.
+    use_stretch : bool
+        Scale every bone by one factor (``SolveResult.stretch``) so the tip reaches a target beyond the
+        (softened) reach.
+    max_stretch : float
+        Largest stretch factor (>= 1); beyond it the chain reaches toward the target as without stretch.
 
     Returns
     -------
     SolveResult
-        ``joints`` of shape (N+1, D); the best pose seen when the target was not reached.
+        ``joints`` of shape (N+1, D); the best pose seen when the target was not reached. ``error`` and
+        ``reached`` are measured to the given target, so a softened chain short of it is not reached.
     """
     start = check_joints(joints)
     dim = start.shape[1]
@@ -91,9 +111,17 @@ def solve_chain(
     check_settings(tolerance, max_iterations, min_improvement)
     start3 = pad3(start)
     lengths = bone_lengths(start3)
+    check_soft_options(softness, use_stretch, max_stretch)
+    goal, factor, eased_in = tgt, 1.0, False
+    if softness or use_stretch:
+        eased, factor, eased_in = ease_target(start3[0], tgt, float(lengths.sum()), softness, use_stretch,
+                                              max_stretch)
+        goal = np.array(eased)
+        start3 = stretch_about(start3, start3[0], factor)
+        lengths = bone_lengths(start3)
     resolved = None if limits is None else resolve_limits(limits, start3)
-    prep = prepare(start3[None], tgt[None], None if pole3 is None else pole3[None], lengths[None])
-    args = (tgt, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
+    prep = prepare(start3[None], goal[None], None if pole3 is None else pole3[None], lengths[None])
+    args = (goal, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
             min_improvement)
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
@@ -101,8 +129,12 @@ def solve_chain(
     else:
         out, error, iterations, converged = limited_run(prep.joints[0], *args, resolved,
                                                         None if prep.unreachable[0] else start3)
+    if eased_in and resolved is None:
+        out = np.array(settle_points(out.tolist(), goal.tolist()))
+    if goal is not tgt:
+        error = math.dist(out[-1], tgt)
     reached = error <= tolerance
-    return SolveResult(out[:, :dim], error, iterations, reached, reached or converged)
+    return SolveResult(out[:, :dim], error, iterations, reached, factor, reached or converged)
 
 
 def run_fabrik(
@@ -135,12 +167,16 @@ def solve_points(
     tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+    softness: float = DEFAULT_SOFTNESS,
+    use_stretch: bool = False,
+    max_stretch: float = DEFAULT_MAX_STRETCH,
 ) -> tuple[list[Point], float, int]:
     """:func:`solve_chain` without limits on plain floats: 3D joints ``[(x, y, z), ...]`` in and out.
 
     For callers that solve a few short chains and already hold floats (the Blender layer's few-chain
     path): validating and converting through numpy would cost more than the solve. Raises
-    ``ValueError`` like :func:`solve_chain`. Returns ``(joints, error, iterations)``.
+    ``ValueError`` like :func:`solve_chain`. Returns ``(joints, error, iterations)``; with stretch the
+    joints are those of the stretched chain, whose factor :func:`.soft.stretch_factor` gives.
     """
     xs, ys, zs = [float(p[0]) for p in points], [float(p[1]) for p in points], [float(p[2]) for p in points]
     n = len(xs) - 1
@@ -158,6 +194,18 @@ def solve_points(
             raise ValueError(f"joints: bone {i} has zero length")
     total = sum(lengths)
     root = (xs[0], ys[0], zs[0])
+    check_soft_options(softness, use_stretch, max_stretch)
+    if softness or use_stretch:
+        goal, factor, eased_in = ease_target(root, (tx, ty, tz), total, softness, use_stretch, max_stretch)
+        if factor != 1.0:
+            xs = [root[0] + (x - root[0]) * factor for x in xs]
+            ys = [root[1] + (y - root[1]) * factor for y in ys]
+            zs = [root[2] + (z - root[2]) * factor for z in zs]
+        out, _, iterations = solve_points(list(zip(xs, ys, zs)), goal, pole, tolerance=tolerance,
+                                          max_iterations=max_iterations, min_improvement=min_improvement)
+        if eased_in:
+            out = settle_points(out, goal)
+        return out, math.dist(out[-1], (tx, ty, tz)), iterations
     distance = sqrt((tx - root[0]) ** 2 + (ty - root[1]) ** 2 + (tz - root[2]) ** 2)
     if distance >= total:  # unreachable: laid straight toward the target
         ux, uy, uz = (tx - root[0]) / distance, (ty - root[1]) / distance, (tz - root[2]) / distance

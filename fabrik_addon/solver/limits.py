@@ -21,11 +21,17 @@ _SAMPLES = 48
 _GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
+# Blender stores angles as float32: a slider at 180 degrees holds 3.1415927410125732, 8.7e-8 above
+# math.pi. Values this close outside the range are the range's end, not an error.
+_ANGLE_SLACK = 1e-6
+
+
 def _check_angle(value: float, name: str, low: float, high: float) -> float:
+    """``value`` as a float clamped into [low, high]; raises beyond the float32 rounding of the ends."""
     value = float(value)
-    if not math.isfinite(value) or not low <= value <= high:
+    if not math.isfinite(value) or not low - _ANGLE_SLACK <= value <= high + _ANGLE_SLACK:
         raise ValueError(f"{name} must be a finite angle in [{low:.6g}, {high:.6g}] radians, got {value!r}")
-    return value
+    return min(max(value, low), high)
 
 
 @dataclass(frozen=True)
@@ -44,7 +50,7 @@ class ConeLimit:
 
     def __post_init__(self) -> None:
         for name in ("left", "right", "up", "down"):
-            _check_angle(getattr(self, name), f"ConeLimit.{name}", 0.0, math.pi)
+            object.__setattr__(self, name, _check_angle(getattr(self, name), f"ConeLimit.{name}", 0.0, math.pi))
 
     def excess(self, local: np.ndarray) -> float:
         """How far outside the cone a local unit direction is, as the ellipse value minus 1 (<= 0 inside)."""
@@ -165,8 +171,8 @@ class HingeLimit:
     max_angle: float
 
     def __post_init__(self) -> None:
-        _check_angle(self.min_angle, "HingeLimit.min_angle", -math.pi, math.pi)
-        _check_angle(self.max_angle, "HingeLimit.max_angle", -math.pi, math.pi)
+        object.__setattr__(self, "min_angle", _check_angle(self.min_angle, "HingeLimit.min_angle", -math.pi, math.pi))
+        object.__setattr__(self, "max_angle", _check_angle(self.max_angle, "HingeLimit.max_angle", -math.pi, math.pi))
         if self.min_angle > self.max_angle:
             raise ValueError(f"HingeLimit.min_angle {self.min_angle} is greater than max_angle {self.max_angle}")
 

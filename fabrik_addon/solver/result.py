@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -21,6 +21,8 @@ class SolveResult:
         Passes used (0 when the start pose already satisfied the request).
     reached : bool
         ``error <= tolerance``.
+    stretch : float
+        The factor every bone's length was scaled by (1 without ``use_stretch``).
     converged : bool
         The solve settled: it reached, or stopped because no pass brought the tip closer (the target is
         out of reach, or out of reach under the limits). False when it ran out of iterations while
@@ -31,6 +33,7 @@ class SolveResult:
     error: float
     iterations: int
     reached: bool
+    stretch: float = 1.0
     converged: bool = True
 
 
@@ -44,6 +47,8 @@ class ChainResults:
     error : ndarray, shape (C,)
     iterations : ndarray of int, shape (C,)
     reached : ndarray of bool, shape (C,)
+    stretch : ndarray, shape (C,)
+        Per-chain stretch factor (ones when not given).
     converged : ndarray of bool, shape (C,), optional
         As :attr:`SolveResult.converged` (all True when not given).
     """
@@ -52,7 +57,12 @@ class ChainResults:
     error: np.ndarray
     iterations: np.ndarray
     reached: np.ndarray
+    stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
     converged: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        if self.stretch is None:
+            object.__setattr__(self, "stretch", np.ones(len(self.error)))
 
     def __len__(self) -> int:
         return len(self.error)
@@ -63,5 +73,6 @@ class ChainResults:
             error=float(self.error[index]),
             iterations=int(self.iterations[index]),
             reached=bool(self.reached[index]),
+            stretch=float(self.stretch[index]),
             converged=True if self.converged is None else bool(self.converged[index]),
         )

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -27,6 +27,14 @@ from .fabrik import (
 from .limits import ConeLimit, HingeLimit, Limit, LimitFrames
 from .prepare import EPS
 from .rotations import matrix_from_two_vectors
+from .soft import (
+    DEFAULT_MAX_STRETCH,
+    DEFAULT_SOFTNESS,
+    check_soft_arrays,
+    ease_tree_targets,
+    stretch_branches,
+    tree_branches,
+)
 
 
 @dataclass(frozen=True)
@@ -41,12 +49,24 @@ class TreeResult:
     iterations : int
     reached : ndarray of bool, shape (E,)
         ``errors <= tolerance`` per effector.
+    stretch : ndarray, shape (E,)
+        Factor each effector's own branch was scaled by (ones without ``use_stretch``).
+    bone_stretch : ndarray, shape (J,)
+        Factor of the bone ending at each joint (entry 0 unused, ones where nothing stretched).
     """
 
     joints: np.ndarray
     errors: np.ndarray
     iterations: int
     reached: np.ndarray
+    stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    bone_stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+
+    def __post_init__(self) -> None:
+        if self.stretch is None:
+            object.__setattr__(self, "stretch", np.ones(len(self.errors)))
+        if self.bone_stretch is None:
+            object.__setattr__(self, "bone_stretch", np.ones(len(self.joints)))
 
 
 def solve_tree(
@@ -65,6 +85,9 @@ def solve_tree(
     tolerance: float = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
+    softness: object = DEFAULT_SOFTNESS,
+    use_stretch: object = False,
+    max_stretch: object = DEFAULT_MAX_STRETCH,
 ) -> TreeResult:
     """Solve a tree of joints that reaches for several targets at once.
 
@@ -101,6 +124,12 @@ def solve_tree(
         Frame of the root's parent. Default: the identity (armature space).
     tolerance, max_iterations, min_improvement
         As in :func:`solve_chain`; judged on the largest error of the effectors with weight > 0.
+    softness, use_stretch, max_stretch : number/bool or array_like, shape (E,)
+        Soft IK and stretch per effector: the target eased as for the chain from the root to the
+        effector (:func:`.soft.ease_tree_targets`); stretch scales only the effector's own branch
+        (:func:`.soft.tree_branches`), never bones other branches hang from: after a first solve, each
+        stretching branch is grown as a chain from where its root landed and the tree is solved
+        again from there (:func:`.soft.stretch_branches`).
 
     Returns
     -------
@@ -144,11 +173,38 @@ def solve_tree(
     if (lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0)).any():
         bad = int(np.flatnonzero(lengths[1:] <= ZERO_LENGTH * max(float(lengths.max()), 1.0))[0]) + 1
         raise ValueError(f"joints: the bone ending at joint {bad} has zero length")
-    args = (parent, lengths, effector, tgt, weight, pole, rigid_set, resolved, tolerance, int(max_iterations),
-            min_improvement)
+    given, stretch, bone_stretch = tgt, None, None
+    soft, grow, cap = check_soft_arrays(softness, use_stretch, max_stretch, len(effector), "E")
+    grow &= weight > 0.0
+    if soft.any():
+        tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
+    out, errors, iterations = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set, resolved,
+                                              tolerance, int(max_iterations), min_improvement)
+    if grow.any():
+        # Stretch: each stretching branch is grown as a chain from where the first solve put its root,
+        # then the tree is solved again from that pose (the other branches barely move).
+        branches = tree_branches(parent, effector, rigid_set)
+        grown, tgt, stretch, bone_stretch = stretch_branches(out, parent, lengths, branches, given, tgt, soft, grow,
+                                                             cap)
+        lengths = lengths * bone_stretch
+        out, errors, used = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
+                                            resolved, tolerance, int(max_iterations), min_improvement)
+        iterations += used
+    if tgt is not given:
+        errors = np.linalg.norm(out[effector] - given, axis=1)
+    if stretch is None or bone_stretch is None:
+        return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
+    return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance, stretch, bone_stretch)
+
+
+def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
+                    tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
+                    limits: TreeLimits | None, tolerance: float, max_iterations: int,
+                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+    args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     out, errors, iterations = _run(pts, *args)
     scored = weight > 0.0
-    if resolved is not None and not (errors[scored] <= tolerance).all():
+    if limits is not None and not (errors[scored] <= tolerance).all():
         # As for chains, limited FABRIK can settle short depending on where it starts: start again
         # from the tree turned to aim at the targets, rolled a quarter turn at a time, keep the best.
         for start in _aimed_starts(pts, effector, tgt):
@@ -158,7 +214,7 @@ def solve_tree(
                 out, errors = again, again_errors
             if (errors[scored] <= tolerance).all():
                 break
-    return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
+    return out, errors, iterations
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:

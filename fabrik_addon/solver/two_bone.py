@@ -13,6 +13,7 @@ from .limits import ChainLimits, Limit, resolve_limits
 from .prepare import EPS
 from .result import SolveResult
 from .rotations import perpendicular_floats, turn_floats
+from .soft import DEFAULT_MAX_STRETCH, DEFAULT_SOFTNESS, check_soft_options, ease_target, stretch_about
 
 Point = tuple[float, float, float]
 
@@ -28,6 +29,9 @@ def solve_two_bone(
     tolerance: float = DEFAULT_TOLERANCE,
     limits: ChainLimits | Sequence[Limit] | None = None,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
+    softness: float = DEFAULT_SOFTNESS,
+    use_stretch: bool = False,
+    max_stretch: float = DEFAULT_MAX_STRETCH,
 ) -> SolveResult:
     """Place a two-bone chain analytically.
 
@@ -45,6 +49,8 @@ def solve_two_bone(
     limits : ChainLimits or sequence of two ConeLimit/HingeLimit/None, optional
         When the analytic pose breaks a limit, limited FABRIK continues from it (up to
         ``max_iterations``); the returned pose never breaks a limit.
+    softness, use_stretch, max_stretch
+        Soft IK and stretch, as in :func:`.fabrik.solve_chain`.
 
     Returns
     -------
@@ -61,19 +67,28 @@ def solve_two_bone(
     pole3 = None if pole is None else pad3(check_points(pole, (dim,), "pole"))
     if not (math.isfinite(tolerance) and tolerance >= 0.0):
         raise ValueError(f"tolerance must be a finite number >= 0, got {tolerance!r}")
+    check_soft_options(softness, use_stretch, max_stretch)
     start3 = pad3(start)
     lengths = bone_lengths(start3)
-    out = two_bone_pose(start3, tgt, pole3, float(lengths[0]), float(lengths[1]))
-    error = float(np.linalg.norm(out[2] - tgt))
+    goal, factor = tgt, 1.0
+    if softness or use_stretch:
+        eased, factor, _ = ease_target(start3[0], tgt, float(lengths.sum()), softness, use_stretch, max_stretch)
+        goal = np.array(eased)
+        start3 = stretch_about(start3, start3[0], factor)
+        lengths = bone_lengths(start3)
+    out = two_bone_pose(start3, goal, pole3, float(lengths[0]), float(lengths[1]))
+    error = float(np.linalg.norm(out[2] - goal))
     iterations = 1
     if limits is not None:
         resolved = resolve_limits(limits, start3)
         if resolved.violations(out).max() > LIMIT_SLACK:
             dirs = np.diff(start3, axis=0) / lengths[:, None]
-            out, error, extra = run_limited(out, tgt, pole3, dirs, lengths, False, tolerance, max_iterations,
+            out, error, extra = run_limited(out, goal, pole3, dirs, lengths, False, tolerance, max_iterations,
                                            DEFAULT_MIN_IMPROVEMENT, resolved)
             iterations += extra
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance)
+    if goal is not tgt:
+        error = float(np.linalg.norm(out[2] - tgt))
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, factor)
 
 
 def two_bone_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | None, l1: float, l2: float) -> np.ndarray:
@@ -82,13 +97,19 @@ def two_bone_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | None
 
 
 def two_bone_points(start: Sequence[Sequence[float]], target: Sequence[float], pole: Sequence[float] | None,
-                    l1: float, l2: float) -> list[Point]:
+                    l1: float, l2: float, *, softness: float = DEFAULT_SOFTNESS, use_stretch: bool = False,
+                    max_stretch: float = DEFAULT_MAX_STRETCH) -> list[Point]:
     """:func:`two_bone_pose` on plain floats: three (x, y, z) joints in, three out.
 
     The Blender layer calls this directly for its few-chain path, where numpy's per-call cost would
-    be most of the work.
+    be most of the work. Soft IK and stretch as in :func:`solve_two_bone`; with stretch the bones come
+    out ``factor * l1`` and ``factor * l2`` long, the factor given by :func:`.soft.stretch_factor`.
     """
     (rx, ry, rz), (ex, ey, ez), (sx, sy, sz) = start
+    check_soft_options(softness, use_stretch, max_stretch)
+    if softness or use_stretch:
+        target, factor, _ = ease_target(start[0], target, l1 + l2, softness, use_stretch, max_stretch)
+        l1, l2 = l1 * factor, l2 * factor
     tx, ty, tz = target
     scale = l1 + l2
     relx, rely, relz = tx - rx, ty - ry, tz - rz

@@ -13,7 +13,8 @@ EVENTS = ("frame_change_post", "depsgraph_update_post", "load_post", "undo_post"
 CLASSES = {
     "Operator": ("POSE_OT_fabrik_chain_add", "POSE_OT_fabrik_chain_remove", "POSE_OT_fabrik_bake"),
     "UIList": ("FABRIK_UL_chains",),
-    "Panel": ("VIEW3D_PT_fabrik",),
+    "Panel": ("VIEW3D_PT_fabrik", "VIEW3D_PT_fabrik_chain", "VIEW3D_PT_fabrik_ikfk", "VIEW3D_PT_fabrik_limit",
+              "VIEW3D_PT_fabrik_bake"),
     "PropertyGroup": ("FabrikChain", "FabrikRigSettings", "FabrikJointLimit", "FabrikBasePose"),
 }
 

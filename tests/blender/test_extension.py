@@ -24,8 +24,9 @@ def test_zip_installs_enables_and_disables_cleanly(tmp_path):
     assert steps["install"] == ["FINISHED"]
     assert (user / "blender" / "extensions" / "user_default" / "fabrik_ik" / "__init__.py").exists()
     every_class = sorted(["POSE_OT_fabrik_chain_add", "POSE_OT_fabrik_chain_remove", "POSE_OT_fabrik_bake",
-                          "FABRIK_UL_chains", "VIEW3D_PT_fabrik", "FabrikChain", "FabrikRigSettings",
-                          "FabrikJointLimit", "FabrikBasePose"])
+                          "FABRIK_UL_chains", "VIEW3D_PT_fabrik", "VIEW3D_PT_fabrik_chain",
+                          "VIEW3D_PT_fabrik_ikfk", "VIEW3D_PT_fabrik_limit", "VIEW3D_PT_fabrik_bake", "FabrikChain",
+                          "FabrikRigSettings", "FabrikJointLimit", "FabrikBasePose"])
     properties = ["Object.fabrik", "PoseBone.fabrik_base", "PoseBone.fabrik_limit"]
     for step in ("after_install", "after_reenable", "after_second_cycle"):
         assert steps[step]["enabled"], step

@@ -143,3 +143,30 @@ def test_two_bone_with_hinged_knee_bends_only_about_its_axis():
 def test_bad_limits_raise_value_error(make, message):
     with pytest.raises(ValueError, match=message):
         make()
+
+
+F32_PI = float(np.float32(math.pi))  # what Blender stores for a 180 degree slider: 8.7e-8 above math.pi
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: ConeLimit(F32_PI, F32_PI, F32_PI, F32_PI),
+        lambda: ConeLimit(0.0, F32_PI, 0.0, F32_PI),
+        lambda: HingeLimit(-F32_PI, F32_PI),
+        lambda: HingeLimit(F32_PI, F32_PI),
+        lambda: HingeLimit(-F32_PI, -F32_PI),
+    ],
+)
+def test_limits_at_float32_slider_ends_are_the_range_ends(make):
+    limit = make()
+    values = [getattr(limit, f) for f in ("left", "right", "up", "down", "min_angle", "max_angle") if hasattr(limit, f)]
+    assert all(-math.pi <= v <= math.pi for v in values)
+    result = solve_chain([[0, 0, 0], [0, 0, 1], [0, 0.1, 2]], [0.5, 0.5, 1.0], limits=[limit, limit])
+    assert np.isfinite(result.joints).all()
+
+
+@pytest.mark.parametrize("value", [math.pi + 1e-5, -math.pi - 1e-5])
+def test_angles_past_the_float32_rounding_still_raise(value):
+    with pytest.raises(ValueError, match="min_angle"):
+        HingeLimit(value, math.pi)

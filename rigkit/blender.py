@@ -1,0 +1,142 @@
+"""Rigs built through ``bpy.data``: armatures, empties, skins, keyed paths and FABRIK chains.
+
+Used by the Blender tests (through ``tests/blender/rigs.py``), ``scripts/demo.py`` and
+``scripts/blender_bench.py``. Needs the FABRIK IK add-on registered for :func:`add_chain`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import bpy
+import numpy as np
+from mathutils import Vector
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# One bone: (name, head, tail, parent name or None, connected[, roll]), in armature space.
+BoneSpec = tuple
+
+
+def armature(name: str, bones: Iterable[BoneSpec], location=(0.0, 0.0, 0.0)):
+    """An armature object linked to the scene, its bones made in one Edit Mode pass."""
+    data = bpy.data.armatures.new(name)
+    ob = bpy.data.objects.new(name, data)
+    ob.location = location
+    bpy.context.scene.collection.objects.link(ob)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode='EDIT')
+    for bone_name, head, tail, parent, connected, *roll in bones:
+        eb = data.edit_bones.new(bone_name)
+        eb.head, eb.tail = head, tail
+        eb.roll = roll[0] if roll else 0.0
+        if parent:
+            eb.parent = data.edit_bones[parent]
+            eb.use_connect = connected
+    bpy.ops.object.mode_set(mode='OBJECT')
+    return ob
+
+
+def straightish_bones(count: int, length: float = 1.0, bend: float = 0.1, prefix: str = "b",
+                      x: float = 0.0) -> list[BoneSpec]:
+    """A connected chain up +Z with a slight bend toward +Y at its middle bone, so it has a bend plane."""
+    bones = []
+    head = (x, 0.0, 0.0)
+    for i in range(count):
+        tail = (x, head[1] + (bend if i == count // 2 else 0.0), head[2] + length)
+        bones.append((f"{prefix}{i}", head, tail, f"{prefix}{i - 1}" if i else None, i > 0, 0.0))
+        head = tail
+    return bones
+
+
+def straightish_chain(name: str, count: int, length: float = 1.0, bend: float = 0.1, location=(0.0, 0.0, 0.0),
+                      prefix: str = "b"):
+    """An armature holding one :func:`straightish_bones` chain."""
+    return armature(name, straightish_bones(count, length, bend, prefix), location)
+
+
+def empty(name: str, location=(0.0, 0.0, 0.0), parent=None, shape: str = 'PLAIN_AXES', size: float = 1.0):
+    """An empty linked to the scene (Blender's defaults for shape and size unless given)."""
+    ob = bpy.data.objects.new(name, None)
+    ob.empty_display_type = shape
+    ob.empty_display_size = size
+    ob.location = location
+    ob.parent = parent
+    bpy.context.scene.collection.objects.link(ob)
+    return ob
+
+
+def add_chain(ob, tip: str, length: int, target, pole=None, solver='FABRIK', tolerance: float = 1e-4,
+              iterations: int = 100, **settings):
+    """A FABRIK chain named after its tip bone; any other ``FabrikChain`` setting by keyword."""
+    chain = ob.fabrik.chains.add()
+    chain.name = tip
+    chain.tip_bone = tip
+    chain.chain_length = length
+    chain.target = target
+    chain.pole = pole
+    chain.solver = solver
+    chain.tolerance = tolerance
+    chain.iterations = iterations
+    for key, value in settings.items():
+        setattr(chain, key, value)
+    return chain
+
+
+def key_path(ob, points: Sequence[tuple], frames: Sequence[int]):
+    """Key ``ob``'s location through ``points`` at ``frames``."""
+    for point, frame in zip(points, frames):
+        ob.location = point
+        ob.keyframe_insert("location", frame=frame)
+
+
+def material(name: str, color: tuple[float, float, float], emission: float = 0.0):
+    """A Principled BSDF material of ``color`` (glowing with ``emission`` strength if above 0)."""
+    mat = bpy.data.materials.new(name)
+    mat.diffuse_color = (*color, 1.0)
+    if bpy.app.version < (5, 0, 0):  # node materials are the only kind from 5.0 on
+        mat.use_nodes = True
+    inputs = mat.node_tree.nodes["Principled BSDF"].inputs
+    inputs["Base Color"].default_value = (*color, 1.0)
+    if emission > 0.0:
+        inputs["Emission Color"].default_value = (*color, 1.0)
+        inputs["Emission Strength"].default_value = emission
+    return mat
+
+
+def skin(ob, color, radius: float = 0.08):
+    """A box around every bone, weighted fully to it, deformed by an Armature modifier: renders the pose."""
+    verts: list[tuple[float, ...]] = []
+    faces: list[tuple[int, ...]] = []
+    groups: list[tuple[str, range]] = []
+    quads = [(0, 1, 3, 2), (4, 6, 7, 5), (0, 4, 5, 1), (2, 3, 7, 6), (0, 2, 6, 4), (1, 5, 7, 3)]
+    for bone in ob.data.bones:
+        m = bone.matrix_local
+        r = radius * min(1.0, bone.length)
+        corners = [(x, y, z) for y in (0.0, bone.length) for x in (-r, r) for z in (-r, r)]
+        base = len(verts)
+        verts += [tuple(m @ Vector(c)) for c in corners]
+        faces += [tuple(base + i for i in q) for q in quads]
+        groups.append((bone.name, range(base, base + 8)))
+    mesh = bpy.data.meshes.new(f"{ob.name}_skin")
+    mesh.from_pydata(verts, [], faces)
+    body = bpy.data.objects.new(f"{ob.name}_skin", mesh)
+    body.parent = ob
+    bpy.context.scene.collection.objects.link(body)
+    for name, indices in groups:
+        body.vertex_groups.new(name=name).add(list(indices), 1.0, 'REPLACE')
+    body.modifiers.new("Armature", 'ARMATURE').object = ob
+    mesh.materials.append(material(f"{ob.name}_material", color))
+    return body
+
+
+def world_tail(ob, bone: str) -> np.ndarray:
+    """Evaluated world-space tail of ``bone``: what the viewport and renders show now."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array(ev.matrix_world @ ev.pose.bones[bone].tail)
+
+
+def world_head(ob, bone: str) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    return np.array(ev.matrix_world @ ev.pose.bones[bone].head)
