@@ -240,8 +240,8 @@ def _evaluate(across: list[complex], c: float, offset: float) -> tuple[float, fl
 
 
 def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> float:
-    """The first root of ``F`` from 0 (curling more to shorten the chain, less to lengthen it); where the
-    curl cannot match the distance, where ``|F|`` stops shrinking.
+    """The first root of ``F`` from 0 on the side ``|F|`` falls to; where the curl cannot match the
+    distance, where ``|F|`` stops shrinking.
 
     Newton steps from 0, each at most ``MAX_TOTAL_STEP`` of total curl, until one crosses the root; then
     Newton steps kept inside the bracket (bisection when they leave it) to full precision.
@@ -250,8 +250,13 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     if abs(f0) <= small:
         return 0.0
-    positive = f0 > 0.0  # the tip is too far: curl more
-    sign = 1.0 if positive else -1.0
+    positive = f0 > 0.0
+    # Toward the root Newton points to (F'(0) depends on the pose alone, so the side flips only where
+    # F0 does, at c = 0); at an extremum (a straight chain), curl more to shorten, less to lengthen.
+    if abs(df) > 1e-9 * scale:
+        sign = 1.0 if (df < 0.0) == positive else -1.0
+    else:
+        sign = 1.0 if positive else -1.0
     cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
     c, f = 0.0, f0
@@ -470,7 +475,8 @@ def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: i
     out = np.zeros(count)
     active = np.abs(f0) > small
     positive = f0 > 0.0
-    sign = np.where(positive, 1.0, -1.0)
+    sign = np.where(np.abs(df) > 1e-9 * scale, np.where((df < 0.0) == positive, 1.0, -1.0),
+                    np.where(positive, 1.0, -1.0))
     cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n
     c, f = np.zeros(count), f0.copy()
