@@ -305,4 +305,7 @@ def _local_rotations(pre, parent, rel, before, after, heads, frames, base, influ
     partial = (influence < 1.0) & np.array([frame is not None for frame in frames], dtype=bool)
     if partial.any():
         q[partial, -1] = slerp_quaternions(base[partial, -1], q[partial, -1], influence[partial])
+    off = influence <= 0.0  # exactly the pose without IK, not a solve that reproduces it to rounding
+    if off.any():
+        q[off] = base[off]
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)

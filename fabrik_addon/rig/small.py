@@ -139,8 +139,8 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
 
     A stretching chain also gets each bone's local scale Y: the value that makes the bone, composed
     under its stretched parent as Blender composes it (full scale inheritance), exactly ``stretch``
-    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`);
-    influence blends it with the scale without IK. Other chains never touch scale.
+    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`),
+    the stretch of the solve toward the blended target below influence 1. Other chains never touch scale.
     """
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
     influence = inputs.chain.influence
@@ -166,10 +166,13 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, solved: lis
             q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
             ik = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
-            base = pose.scales[k]
-            scales.append(base + (scale - base) * influence if influence < 1.0 else scale)
+            # The solve already stretched toward the blended target (.inputs.blended_goal); influence 0 is
+            # exactly the scale without IK.
+            scales.append(pose.scales[k] if influence <= 0.0 else scale)
         start = pose.base[k]
-        if influence < 1.0 and frame is not None and k == last:
+        if influence <= 0.0:  # exactly the pose without IK, not a solve that reproduces it to rounding
+            q = start.copy()
+        elif influence < 1.0 and frame is not None and k == last:
             # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
             # the target's orientation blends it.
             q = start.slerp(q, influence)
