@@ -115,6 +115,71 @@ def run() -> dict:
     return {"sweep": rows, "stretch": stretch_checks()}
 
 
+def blender() -> dict:
+    """The same sweep in real Blender (bpy wheel): Blender's IK constraint (no softness; its stretch has no
+    maximum) beside FABRIK IK chains with softness 0.1, each bone a bone of the arc chain above."""
+    import bpy
+
+    import fabrik_addon
+    from rigkit.blender import add_chain, armature, empty
+
+    fabrik_addon.register()
+    out: dict = {}
+    try:
+        for bones in (2, 3, 10):
+            for kind, softness in (("blender", 0.0), ("fabrik", 0.0), ("fabrik", 0.1)):
+                bpy.ops.wm.read_factory_settings(use_empty=True)
+                joints = arc_chain(bones)
+                ob = armature("Arm", [(f"b{i}", tuple(joints[i]), tuple(joints[i + 1]), f"b{i - 1}" if i else None,
+                                       i > 0) for i in range(bones)])
+                target = empty("Target", tuple(DIRECTION * 0.8))
+                tip = ob.pose.bones[f"b{bones - 1}"]
+                if kind == "blender":
+                    constraint = tip.constraints.new('IK')
+                    constraint.target, constraint.chain_count, constraint.use_stretch = target, bones, False
+                else:
+                    add_chain(ob, tip.name, bones, target, solver='TWO_BONE' if bones == 2 else 'FABRIK',
+                              softness=softness)
+                steps = []
+                previous = None
+                for d in np.arange(round(SWEEP[0] / STEP), round(SWEEP[1] / STEP) + 1) * STEP:
+                    target.location = tuple(DIRECTION * d)
+                    bpy.context.view_layer.update()
+                    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+                    posed = np.array([list(ev.pose.bones[f"b{i}"].head) for i in range(bones)]
+                                     + [list(ev.pose.bones[f"b{bones - 1}"].tail)])
+                    bend = bends(posed)
+                    if previous is not None:
+                        steps.append(float(np.abs(bend - previous).max()))
+                    previous = bend
+                out[f"{kind} {bones} bones softness {softness}"] = math.degrees(max(steps))
+        # Stretch: Blender's IK (constraint stretch on, every bone's IK Stretch 1) against use_stretch.
+        for kind in ("blender", "fabrik"):
+            bpy.ops.wm.read_factory_settings(use_empty=True)
+            joints = arc_chain(2)
+            ob = armature("Arm", [(f"b{i}", tuple(joints[i]), tuple(joints[i + 1]), f"b{i - 1}" if i else None,
+                                   i > 0) for i in range(2)])
+            target = empty("Target", tuple(DIRECTION * 1.3))
+            if kind == "blender":
+                constraint = ob.pose.bones["b1"].constraints.new('IK')
+                constraint.target, constraint.chain_count, constraint.use_stretch = target, 2, True
+                for pb in ob.pose.bones:
+                    pb.ik_stretch = 1.0
+            else:
+                add_chain(ob, "b1", 2, target, solver='TWO_BONE', use_stretch=True, max_stretch=1.5)
+            for reach in (1.3, 2.0):
+                target.location = tuple(DIRECTION * reach)
+                bpy.context.view_layer.update()
+                ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+                grown = [(ev.pose.bones[f"b{i}"].tail - ev.pose.bones[f"b{i}"].head).length
+                         / ob.data.bones[f"b{i}"].length for i in range(2)]
+                miss = float(np.linalg.norm(np.array(ev.pose.bones["b1"].tail) - DIRECTION * reach))
+                out[f"{kind} stretch at {reach}"] = {"bone_scales": grown, "tip_error": miss}
+    finally:
+        fabrik_addon.unregister()
+    return out
+
+
 def print_table(data: dict) -> None:
     print(f"target sweep {SWEEP[0]}-{SWEEP[1]} of reach, {STEP:.1%} of reach per frame, same start pose each frame")
     print("  bones  softness  stretch  settings   max bend step (deg)  at reach  soft-zone curve error  "
@@ -133,4 +198,12 @@ def print_table(data: dict) -> None:
 
 
 if __name__ == "__main__":
-    print_table(run())
+    data = run()
+    print_table(data)
+    try:
+        import bpy  # noqa: F401
+    except ImportError:
+        sys.exit(0)
+    sys.path.insert(0, str(ROOT))
+    for name, value in blender().items():
+        print(f"  Blender: {name}: {value}")

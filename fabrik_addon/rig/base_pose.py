@@ -125,7 +125,7 @@ def capture_scale(pose_bone) -> None:
     pose_bone.fabrik_base.scale_captured = True
     rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
-        rig_cache.scaled[rig_cache.index[pose_bone.name]] = True
+        rig_cache.scaled.add(rig_cache.index[pose_bone.name])
 
 
 def restore_scale(pose_bone) -> None:
@@ -136,7 +136,7 @@ def restore_scale(pose_bone) -> None:
         base.scale_captured = False
         rig_cache = cache.peek(pose_bone.id_data)
         if rig_cache is not None and pose_bone.name in rig_cache.index:
-            rig_cache.scaled[rig_cache.index[pose_bone.name]] = False
+            rig_cache.scaled.discard(rig_cache.index[pose_bone.name])
 
 
 def release(ob, chains, ev=None, rotations: bool = True) -> None:

@@ -55,7 +55,7 @@ def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
             diagnostics.record(chain, 'INVALID', str(error))
 
 
-def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan, stretch: bool) -> StartPose:
     """Forward kinematics from the parent, the base rotations and the evaluated location and scale."""
     cache = arm.cache
     evaluated = arm.ev_bones
@@ -70,7 +70,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, cache.names[i]) for i in plan.idx] \
-        if arm.chains[plan.index].use_stretch or cache.scaled[plan.idx].any() else None
+        if stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
     m = parent
     for k, i in enumerate(plan.idx):
         q = base_rotation(arm.ob, arm.ev, cache, i)
@@ -84,7 +84,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan) -> StartPose:
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     check_references_once(arm.ob, chain, plan)
-    pose = _start_pose(arm, plan)
+    pose = _start_pose(arm, plan, chain.use_stretch)
     joints = pose.joints
     placed = placed_count(chain, len(plan.idx))
     segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
@@ -104,7 +104,9 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
 def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
     """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
     chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
-    soft = {"softness": chain.softness, "use_stretch": chain.use_stretch, "max_stretch": chain.max_stretch}
+    softness, use_stretch = chain.softness, chain.use_stretch
+    soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": chain.max_stretch} \
+        if softness or use_stretch else {}
     if not inputs.placed:
         solved, error, iterations = start, (start[0] - target).length, 0
     elif inputs.limits is not None:

@@ -35,12 +35,12 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for ob in obs:
         chains = ob.fabrik.chains
-        for chain in chains:
-            if not chain.enabled:
-                if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
-                    release(ob, [chain], ob.evaluated_get(depsgraph))
-                set_status(chain, 'NONE')
         try:
+            for chain in chains:
+                if not chain.enabled:
+                    if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
+                        release(ob, [chain], ob.evaluated_get(depsgraph))
+                    set_status(chain, 'NONE')
             arm = armature_frame(ob, depsgraph, cache.get(ob))
         except ChainError as error:
             _mark(chains, str(error))
@@ -59,7 +59,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
         for p in arm.layout.free:
             chain = arm.chains[p.index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
-            stretches = chain.use_stretch or scaled[p.idx].any()
+            stretches = chain.use_stretch or (scaled and not scaled.isdisjoint(p.idx))
             (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
@@ -126,6 +126,9 @@ def settle(ob, reason: str, depsgraph) -> None:
     for chain in ob.fabrik.chains:
         diagnostic = diagnostics.of(chain)
         if not ob.fabrik.enabled and diagnostic.status in POSED:
-            release(ob, [chain], ob.evaluated_get(depsgraph))
+            try:
+                release(ob, [chain], ob.evaluated_get(depsgraph))
+            except Exception as error:  # noqa: BLE001 - bones gone under the chain: nothing to give back
+                print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK: {error}")
         if diagnostic.status != 'NONE' or diagnostic.message != reason:
             set_status(chain, 'NONE', reason)

@@ -34,7 +34,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     top_parent = parent_matrix(arm, data[0])
     # Bones of stretching chains (and bones stretched until now) start from their scale without IK.
     stretching = {n for c, p in zip(chains, plans) if c.use_stretch for n in p.bones}
-    scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.scaled[rig_cache.index[n]]}
+    scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.index[n] in rig_cache.scaled}
 
     pre: dict[str, np.ndarray] = {}
     for k, bone in enumerate(data):

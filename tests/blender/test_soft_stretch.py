@@ -265,3 +265,20 @@ def test_bake_of_a_chain_that_never_stretches_keys_no_scale():
     from fabrik_addon import compat
 
     assert not [fc for fc in compat.animated_fcurves(ob) if fc.data_path.endswith(".scale")]
+
+
+@pytest.mark.parametrize("keyed", [False, True])
+def test_snap_fk_to_ik_keeps_the_stretch_in_the_fk_pose(keyed):
+    ob, target, chain = rig(3, use_stretch=True)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode='POSE')
+    stretched = np.concatenate([[world_head(ob, f"b{i}"), world_tail(ob, f"b{i}")] for i in range(3)])
+    assert bpy.ops.pose.fabrik_snap_fk_to_ik(keyframe=keyed) == {'FINISHED'}
+    assert chain.influence == 0.0
+    bpy.context.scene.frame_set(2)
+    bpy.context.scene.frame_set(1)
+    after = np.concatenate([[world_head(ob, f"b{i}"), world_tail(ob, f"b{i}")] for i in range(3)])
+    np.testing.assert_allclose(after, stretched, atol=1e-5)
+    chain.influence = 1.0  # back to IK: the FK pose already reaches, so nothing grows further
+    bpy.context.view_layer.update()
+    np.testing.assert_allclose(lengths(ob, 3) / [b.length for b in ob.data.bones], 1.3, atol=1e-4)

@@ -428,3 +428,39 @@ def test_non_uniform_scale_on_a_stretching_chain_is_solved_honestly(scale):
     ob.pose.bones["b1"].scale = scale
     frames_honest(ob, chain)
     assert chain.status != 'INVALID', chain.message
+
+
+@pytest.mark.parametrize("hide", [_exclude, _other_scene], ids=["excluded", "other scene"])
+def test_pole_that_this_view_layer_does_not_show(hide):
+    ob = straightish_chain("Arm", 3)
+    pole = animated_target("Pole")
+    chain = add_chain(ob, "b2", 3, empty("T", (0.5, 0.5, 2.0)), pole=pole)
+    hide(pole)
+    frames_honest(ob, chain)
+    assert chain.status == 'INVALID' and "Pole 'Pole' is not evaluated" in chain.message, chain.message
+
+
+def test_pole_carried_by_another_chain():
+    ob = forked()
+    right = add_chain(ob, "r1", 2, animated_target("R"))
+    carried = empty("Carried", (0.0, 1.0, 0.0))
+    carried.parent, carried.parent_type, carried.parent_bone = ob, 'BONE', "r0"
+    left = add_chain(ob, "l1", 2, empty("L", (-0.8, 0.3, 2.2)), pole=carried)
+    frames_honest(ob, left)
+    frames_honest(ob, right)
+    assert left.status == 'INVALID' and "Pole 'Carried' follows bone 'r0'" in left.message, left.message
+    assert right.status == 'REACHED'
+
+
+def test_target_parented_to_its_own_chain_after_the_chain_solved():
+    ob = straightish_chain("Arm", 3)
+    target = empty("T", (0.5, 0.5, 2.0))
+    chain = add_chain(ob, "b2", 3, target)
+    bpy.context.scene.frame_set(1)
+    assert chain.status == 'REACHED'
+    target.parent, target.parent_type, target.parent_bone = ob, 'BONE', "b1"
+    frames_honest(ob, chain, frames=(2, 3, 2))
+    assert chain.status == 'INVALID' and "moved by this chain" in chain.message, chain.message
+    target.parent = None
+    bpy.context.scene.frame_set(4)
+    assert chain.status == 'REACHED'

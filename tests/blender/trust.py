@@ -13,10 +13,12 @@ HONEST = 1e-3
 
 @pytest.fixture
 def no_traceback(capfd):
-    """Fail the test when anything (our handlers or Blender reporting a Python error) printed a traceback."""
+    """Fail the test when anything (our handlers or Blender reporting a Python error) printed a traceback,
+    or the solve reported an unexpected error (caught so that the other chains keep solving)."""
     yield
     out, err = capfd.readouterr()
     assert "Traceback" not in err + out, err + out
+    assert "Could not solve" not in err + out, err + out
 
 
 def target_point(target, bone: str = "") -> np.ndarray:
