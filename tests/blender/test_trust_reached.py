@@ -464,3 +464,15 @@ def test_target_parented_to_its_own_chain_after_the_chain_solved():
     target.parent = None
     bpy.context.scene.frame_set(4)
     assert chain.status == 'REACHED'
+
+
+@pytest.mark.parametrize("setup", [_copy_rotation, _driver, _ik_constraint], ids=["constraint", "driver", "ik"])
+def test_constraint_or_driver_added_after_the_chain_solved(setup):
+    ob = straightish_chain("Arm", 3)
+    chain = add_chain(ob, "b2", 3, animated_target())
+    bpy.context.scene.frame_set(1)
+    assert chain.status == 'REACHED'
+    setup(ob)
+    bpy.context.view_layer.update()  # what the UI sends after the edit
+    frames_honest(ob, chain, frames=(2, 3, 2))
+    assert chain.status == 'INVALID', chain.message
