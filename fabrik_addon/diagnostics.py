@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-STATUSES = ('NONE', 'REACHED', 'UNREACHABLE', 'INVALID')
+STATUSES = ('NONE', 'REACHED', 'UNREACHABLE', 'INVALID', 'NOT_CONVERGED')
 
 
 @dataclass
@@ -41,3 +41,15 @@ def set_group(chain, label: str) -> None:
 
 def clear() -> None:
     _results.clear()
+
+
+def record_solve(chain, reached: bool, converged: bool, error: float, iterations: int) -> None:
+    """A solved chain's status: reached; ran out of iterations while still closing in (says so, with
+    the count); or settled short, i.e. out of reach (under its limits)."""
+    if reached:
+        record(chain, 'REACHED', "", error, iterations)
+    elif not converged:
+        record(chain, 'NOT_CONVERGED', f"Did not converge in {iterations} iterations; raise Iterations",
+               error, iterations)
+    else:
+        record(chain, 'UNREACHABLE', "Out of reach", error, iterations)

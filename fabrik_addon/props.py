@@ -257,6 +257,8 @@ class FabrikChain(bpy.types.PropertyGroup):
             ('REACHED', "Reached", "The tip is within tolerance of the target"),
             ('UNREACHABLE', "Unreachable", "The target is out of reach; the chain gets as close as it can"),
             ('INVALID', "Invalid", "The chain cannot be solved; see the message"),
+            ('NOT_CONVERGED', "Not Converged",
+             "The solve ran out of iterations while still closing in on the target; raise Iterations"),
         ),
         get=_get_status,
     )

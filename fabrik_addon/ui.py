@@ -12,7 +12,8 @@ from bpy.app.translations import pgettext_iface as iface_
 
 from .polls import active_armature, active_chain
 
-STATUS_ICONS = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1'}
+STATUS_ICONS = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1',
+                'NOT_CONVERGED': 'TIME'}
 
 
 class FABRIK_UL_chains(bpy.types.UIList):
@@ -57,7 +58,8 @@ class VIEW3D_PT_fabrik(_FabrikPanel, bpy.types.Panel):
         elif chain.status == 'NONE':
             box.label(text="Not solved yet" if chain.enabled else "Disabled", icon='INFO')
         else:
-            status = iface_("Reached") if chain.status == 'REACHED' else iface_("Unreachable")
+            status = {'REACHED': iface_("Reached"), 'NOT_CONVERGED': iface_("Not converged")}.get(
+                chain.status, iface_("Unreachable"))
             box.label(text=iface_("{}: {:.4g} from target, {} iterations").format(
                 status, chain.last_error, chain.last_iterations), icon=STATUS_ICONS[chain.status], translate=False)
         if chain.group:

@@ -1,7 +1,8 @@
-"""Benchmarks: the solver core alone, and per-frame cost in Blender against its own IK constraint.
+"""Benchmarks: the solver core alone, per-frame cost and pose quality in Blender against its own IK constraint.
 
     python scripts/benchmark.py solver [--json]
     python scripts/benchmark.py blender [--json]
+    python scripts/benchmark.py quality [--json]
     python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
@@ -123,7 +124,7 @@ def print_solver(data: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("what", choices=("solver", "blender", "soft", "all"))
+    parser.add_argument("what", choices=("solver", "blender", "soft", "quality", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     args = parser.parse_args()
     out = {}
@@ -145,6 +146,13 @@ def main() -> None:
         out["blender"] = blender_bench.run()
         if not args.json:
             blender_bench.print_table(out["blender"])
+    if args.what in ("quality", "all"):
+        sys.path.insert(0, str(ROOT / "scripts"))
+        import quality_bench
+
+        out["quality"] = quality_bench.run()
+        if not args.json:
+            quality_bench.print_table(out["quality"])
     if args.json:
         print(json.dumps(out, indent=1))
 

@@ -160,8 +160,9 @@ def solve_requests(requests: Requests) -> None:
                 entry.invalid = str(error)
             continue
         errors, counts, reached = results.error.tolist(), results.iterations.tolist(), results.reached.tolist()
+        converged = [True] * len(members) if results.converged is None else results.converged.tolist()
         for k, entry in enumerate(members):
-            entry.result = ChainResult(results.joints[k], errors[k], counts[k], reached[k])
+            entry.result = ChainResult(results.joints[k], errors[k], counts[k], reached[k], converged[k])
     requests.clear()
 
 
@@ -211,7 +212,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
                 result = solver(joints, target, pole=None if pole is None else pole.to_tuple(), tolerance=tolerance,
                                 limits=inputs.limits, max_iterations=inputs.iterations, softness=chain.softness)
                 entry.result = ChainResult(result.joints, result.error, result.iterations, result.reached,
-                                           result.frames)
+                                           result.converged, result.frames)
             else:
                 entry.target = target
                 entry.pole = None if pole is None else pole.to_tuple()
@@ -271,8 +272,8 @@ def _write(table: Table, group, idx, pre, parent, every, solved: dict[int, Entry
         part, chain, _ = group[c]
         part.wrote |= wrote
         result = solved[c].result
-        diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "",
-                           result.error * part.arm.scale, result.iterations)
+        diagnostics.record_solve(chain, result.reached, result.converged, result.error * part.arm.scale,
+                                 result.iterations)
 
 
 def _turns(group, valid, solved: dict[int, Entry], pre, joints, moved, placed) -> np.ndarray:
@@ -315,8 +316,9 @@ def _local_rotations(pre, parent, rel, turn, heads, frames, base, influence) -> 
 
     A bone turns by ``turn`` on top of its pose without IK (so twist and offsets ride along); a tip
     matching its target takes the target's orientation (``frames``); the local rotation follows from
-    the full-IK parent, then blends with the pose without IK by influence, in the hemisphere of the
-    pose without IK (so channel values depend on the frame's inputs alone).
+    the full-IK parent (a matched tip then blends with the pose without IK by influence; the other bones
+    reached for a blended target), in the hemisphere of the pose without IK (so channel values depend on
+    the frame's inputs alone).
     """
     ik = pre.copy()
     ik[..., :3, :3] = turn @ pre[..., :3, :3]
@@ -329,8 +331,12 @@ def _local_rotations(pre, parent, rel, turn, heads, frames, base, influence) -> 
     local = inverse3(above[..., :3, :3] @ rel[..., :3, :3]) @ ik[..., :3, :3]
     rotation = normalized(local, axis=-2)
     q = quaternion_from_matrix(rotation)
-    partial = influence < 1.0
+    # The placed bones reached for the blended target (.inputs.blended_goal); a tip that takes the
+    # target's orientation blends it.
+    partial = (influence < 1.0) & np.array([frame is not None for frame in frames], dtype=bool)
     if partial.any():
-        q[partial] = slerp_quaternions(base[partial], q[partial],
-                                       np.broadcast_to(influence[partial, None], base[partial].shape[:-1]))
+        q[partial, -1] = slerp_quaternions(base[partial, -1], q[partial, -1], influence[partial])
+    off = influence <= 0.0  # exactly the pose without IK, not a solve that reproduces it to rounding
+    if off.any():
+        q[off] = base[off]
     return np.where(np.einsum("...i,...i->...", q, base)[..., None] < 0.0, -q, q)

@@ -241,7 +241,7 @@ def follows_fabrik(obj, bone_name: str = "", seen: set | None = None) -> tuple |
     sources: list[tuple] = []
     if obj.type == 'ARMATURE' and bone_name:
         if len(obj.fabrik.chains):
-            moved = layout(obj).moved
+            moved = _moved_of(obj)
             if bone_name in moved:
                 return obj, bone_name, moved[bone_name]
         pb = obj.pose.bones.get(bone_name)
@@ -257,6 +257,20 @@ def follows_fabrik(obj, bone_name: str = "", seen: set | None = None) -> tuple |
         if found is not None:
             return found
     return None
+
+
+def _moved_of(obj) -> dict[str, str]:
+    """The bones FABRIK IK moves on armature ``obj``: from its current layout when one is cached (this
+    runs every frame for parented targets; the layout's key costs a read of every chain's settings)."""
+    rig_cache = cache.peek(obj)
+    if rig_cache is not None and rig_cache.plans:
+        return next(iter(rig_cache.plans.values())).moved
+    return layout(obj).moved
+
+
+def _hangs(item) -> bool:
+    """Whether an object may follow something else: a parent or constraints (0.3 us to ask)."""
+    return item is not None and (item.parent is not None or len(item.constraints) > 0)
 
 
 def _constraint_sources(constraints) -> list[tuple]:
@@ -295,7 +309,9 @@ def check_dependencies(ob, chain, plan: ChainPlan) -> None:
 
 
 def check_references_once(ob, chain, plan: ChainPlan) -> None:
-    """:func:`check_references` once per layout, then only whether the target still exists.
+    """:func:`check_references` once per layout, then only whether the target still exists, and
+    :func:`check_dependencies` again each frame for a target, pole or armature that has a parent or
+    constraints (parenting changes no chain setting).
 
     Everything else it checks changes only through a chain setting, an armature edit, undo or a file
     load, each of which rebuilds the layout; a deleted target or pole object reads as None.
@@ -306,6 +322,8 @@ def check_references_once(ob, chain, plan: ChainPlan) -> None:
         check_references(ob, chain, plan.bones)
         check_dependencies(ob, chain, plan)
         plan.references_checked = True
+    elif _hangs(chain.target) or _hangs(chain.pole) or _hangs(ob):  # parented since, or constrained: again
+        check_dependencies(ob, chain, plan)
 
 
 def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: str, required: bool) -> None:

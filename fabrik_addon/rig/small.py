@@ -99,8 +99,7 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
         if chain.use_stretch and placed and segments[0] > 0.0 else 1.0
     _write(arm, inputs, pose, result, stretch)
-    diagnostics.record(chain, 'REACHED' if result.reached else 'UNREACHABLE', "", result.error * arm.scale,
-                       result.iterations)
+    diagnostics.record_solve(chain, result.reached, result.converged, result.error * arm.scale, result.iterations)
 
 
 def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
@@ -115,8 +114,8 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
         solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
         result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
                         tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits, **soft)
-        solved, error, iterations = [Vector(p) for p in result.joints], result.error, result.iterations
-        return ChainResult(solved, error, iterations, error <= tolerance, result.frames)
+        return ChainResult([Vector(p) for p in result.joints], result.error, result.iterations, result.reached,
+                           result.converged, result.frames)
     elif chain.solver == 'TWO_BONE':
         points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
                                  segments[1], **soft)
@@ -126,6 +125,10 @@ def _solve_points(inputs: ChainInputs, segments: list[float]) -> ChainResult:
         points, error, iterations = solve_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(),
                                                  tolerance=tolerance, max_iterations=inputs.iterations, **soft)
         solved = [Vector(p) for p in points]
+        # solve_points stops early only by reaching or stalling: all passes used and still short is
+        # running out of iterations.
+        reached = error <= tolerance
+        return ChainResult(solved, error, iterations, reached, reached or iterations < inputs.iterations)
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
@@ -140,8 +143,8 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
 
     A stretching chain also gets each bone's local scale Y: the value that makes the bone, composed
     under its stretched parent as Blender composes it (full scale inheritance), exactly ``stretch``
-    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`);
-    influence blends it with the scale without IK. Other chains never touch scale.
+    times its length without IK, along exactly the solved direction (:func:`.base_pose.stretched_local`),
+    the stretch of the solve toward the blended target below influence 1. Other chains never touch scale.
     """
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
     influence = inputs.chain.influence
@@ -185,10 +188,15 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
             ik = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
-            base = pose.scales[k]
-            scales.append(base + (scale - base) * influence if influence < 1.0 else scale)
+            # The solve already stretched toward the blended target (.inputs.blended_goal); influence 0 is
+            # exactly the scale without IK.
+            scales.append(pose.scales[k] if influence <= 0.0 else scale)
         start = pose.base[k]
-        if influence < 1.0:
+        if influence <= 0.0:  # exactly the pose without IK, not a solve that reproduces it to rounding
+            q = start.copy()
+        elif influence < 1.0 and frame is not None and k == last:
+            # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
+            # the target's orientation blends it.
             q = start.slerp(q, influence)
         if q.dot(start) < 0.0:
             q.negate()

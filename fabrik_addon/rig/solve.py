@@ -86,7 +86,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
 
 
 # Statuses of a chain whose bones FABRIK IK posed at its last solve.
-POSED = ('REACHED', 'UNREACHABLE')
+POSED = ('REACHED', 'UNREACHABLE', 'NOT_CONVERGED')
 
 
 def _isolated(arm: ArmatureFrame, chains: list, stale: list | None, function, *args) -> None:

@@ -16,6 +16,7 @@ from .fabrik import (
     DEFAULT_MAX_ITERATIONS,
     DEFAULT_MIN_IMPROVEMENT,
     DEFAULT_TOLERANCE,
+    SETTLE,
     STALL_PATIENCE,
     check_settings,
     run_fabrik,
@@ -82,14 +83,16 @@ def solve_chains(
         out = out.copy()
         out[eased_in] = settle(out[eased_in], tgt[eased_in])
     error = np.linalg.norm(out[:, -1] - given, axis=1)
-    return ChainResults(out, error, results.iterations, error <= tolerance, factor)
+    reached = error <= tolerance
+    converged = reached | (True if results.converged is None else results.converged)
+    return ChainResults(out, error, results.iterations, reached, factor, converged)
 
 
 def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths: np.ndarray, tolerance: float,
            max_iterations: int, min_improvement: float) -> ChainResults:
     count, n1, _ = start.shape
     prep = prepare(start, tgt, pole, lengths)
-    if count < SCALAR_BELOW + n1 - 1 or n1 == 3:  # two bones: the analytic pose (see run_fabrik)
+    if count < SCALAR_BELOW + n1 - 1:
         # A numpy call costs ~1 us whatever its size; below this many chains, the plain-float loop, one
         # chain at a time, is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
         dirs = prep.dirs
@@ -97,8 +100,9 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
                              bool(prep.unreachable[c]), tolerance, int(max_iterations), min_improvement, None)
                   for c in range(count)]
         error = np.array([s[1] for s in single])
-        return ChainResults(np.array([s[0] for s in single]), error, np.array([s[2] for s in single]),
-                            error <= tolerance)
+        used = np.array([s[2] for s in single])
+        return ChainResults(np.array([s[0] for s in single]), error, used, error <= tolerance,
+                            converged=prep.unreachable | (error <= tolerance) | (used < max_iterations))
     out = prep.joints.copy()
     roots = prep.joints[:, 0]
     dist = np.linalg.norm(tgt - roots, axis=1)
@@ -110,7 +114,8 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
         u = (tgt[far] - roots[far]) / dist[far, None]
         out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
         error[far] = dist[far] - prep.totals[far]
-    settled = far | ((error <= tolerance) & (pole is None))
+    settle = np.minimum(tolerance, SETTLE * prep.totals)  # as in .fabrik.iterate
+    settled = far | (error <= settle)  # the start (.start.curled_start) already faces the pole
     todo = np.flatnonzero(~settled)
     if len(todo):
         best, best_error, used = _iterate(
@@ -121,18 +126,19 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
             prep.dirs[todo].transpose(1, 2, 0).copy(),
             EPS * prep.totals[todo],
             error[todo],
-            tolerance,
+            settle[todo],
             int(max_iterations),
             min_improvement,
         )
         out[todo] = best.transpose(2, 0, 1)
         error[todo] = best_error
         iterations[todo] = used
-    return ChainResults(out, error, iterations, error <= tolerance)
+    reached = error <= tolerance
+    return ChainResults(out, error, iterations, reached, converged=far | reached | (iterations < max_iterations))
 
 
 def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,
-             tiny: np.ndarray, error: np.ndarray, tolerance: float, max_iterations: int,
+             tiny: np.ndarray, error: np.ndarray, tolerance: np.ndarray, max_iterations: int,
              min_improvement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Iterate chains ``X (N+1, 3, A)`` until each stops; returns best joints, errors and iterations."""
     n = L.shape[0]
@@ -183,8 +189,8 @@ def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndar
             # are finished: dropping them costs a copy of every array, ~0.5 ms at 1000 chains.
             if alive.mean() < 0.75:
                 keep = alive
-                ids, best_error, previous, stalled, tiny, alive = (
-                    a[keep] for a in (ids, best_error, previous, stalled, tiny, alive))
+                ids, best_error, previous, stalled, tiny, alive, tolerance = (
+                    a[keep] for a in (ids, best_error, previous, stalled, tiny, alive, tolerance))
                 X, best, U, tgt, root, L = (_columns(a, keep) for a in (X, best, U, tgt, root, L))
                 pole = None if pole is None else _columns(pole, keep)
                 d, dist = np.empty_like(X[0]), np.empty(len(ids))

@@ -14,7 +14,7 @@ import numpy as np
 from .analytic import two_bone_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
-from .prepare import EPS, aim_points, prepare, straight_toward
+from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors
 from .soft import (
@@ -25,6 +25,7 @@ from .soft import (
     settle_points,
     stretch_about,
 )
+from .start import curled_start
 
 DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_ITERATIONS = 30
@@ -32,6 +33,10 @@ DEFAULT_MAX_ITERATIONS = 30
 # this fraction. One slow iteration is not enough: a chain folding past a near target speeds up again.
 DEFAULT_MIN_IMPROVEMENT = 1e-3
 STALL_PATIENCE = 3
+# Without limits, FABRIK iterates until the tip is this close (relative to the chain's length) when the
+# tolerance asks for less: where it stops then moves no joint by more than a tiny fraction of a frame's
+# motion, so the pose does not depend on how many passes ran (nor on float noise in the inputs).
+SETTLE = 1e-7
 
 Point = tuple[float, float, float]
 
@@ -116,28 +121,30 @@ def solve_chain(
         start3 = stretch_about(start3, start3[0], factor)
         lengths = bone_lengths(start3)
     resolved = None if limits is None else resolve_limits(limits, start3)
-    prep = prepare(start3[None], goal[None], None if pole3 is None else pole3[None], lengths[None],
-                   aim=resolved is None)
+    prep = prepare(start3[None], goal[None], None if pole3 is None else pole3[None], lengths[None])
     args = (goal, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
             min_improvement)
     frames = None
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
+        converged = bool(prep.unreachable[0]) or iterations < max_iterations
     else:
         done = False
         if len(lengths) == 2 and not prep.unreachable[0]:
             # Two bones: the analytic pose when the limits allow it (with a hinge below a free bone they
             # do whenever the hinge angle does, the upper bone rolling); FABRIK crawls near full extension.
             out, error, iterations = _two_bones(prep.joints[0], goal, pole3, lengths)
-            done = bool(resolved.violations(out).max() <= LIMIT_SLACK)
+            done = converged = bool(resolved.violations(out).max() <= LIMIT_SLACK)
         if not done:
-            out, error, iterations = run_limited(prep.joints[0], *args, resolved)
+            out, error, iterations, converged = limited_run(prep.joints[0], *args, resolved,
+                                                            None if prep.unreachable[0] else start3)
         frames = resolved.frames_of(out)
     if eased_in and resolved is None:
         out = np.array(settle_points(out.tolist(), goal.tolist()))
     if goal is not tgt:
         error = math.dist(out[-1], tgt)
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, factor, frames)
+    reached = error <= tolerance
+    return SolveResult(out[:, :dim], error, iterations, reached, factor, reached or converged, frames)
 
 
 def run_fabrik(
@@ -155,11 +162,6 @@ def run_fabrik(
     """The iteration loop on a prepared 3D chain; returns (joints, error, iterations)."""
     if unreachable and limits is None:
         return straight_toward(joints[0], target, lengths), math.dist(joints[0], target) - float(lengths.sum()), 0
-    if limits is None and len(lengths) == 2:
-        error = math.dist(joints[2], target)
-        if error <= tolerance and pole is None:
-            return joints, error, 0
-        return _two_bones(joints, target, pole, lengths)
     (xs, ys, zs), error, iterations = iterate(
         joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(), lengths.tolist(),
         (float(target[0]), float(target[1]), float(target[2])), pole, dirs, tolerance, max_iterations,
@@ -169,13 +171,9 @@ def run_fabrik(
 
 def _two_bones(joints: np.ndarray, target: np.ndarray, pole: np.ndarray | Sequence[float] | None,
                lengths: np.ndarray | Sequence[float]) -> tuple[np.ndarray, float, int]:
-    """Two bones without limits: the pose FABRIK converges to, at once.
-
-    Tilted into the target's plane (:func:`.prepare.aim_at_targets`), a two-bone chain solves within
-    it, its middle joint on the side it started on (or rolled to the pole): the analytic pose. Where
-    the tilt leaves the middle joint on the root-target line, FABRIK could never leave that line, and
-    near it it crawls; the analytic pose has neither trouble.
-    """
+    """Two bones: the analytic pose in the start's plane (its middle joint on the side it starts on, or
+    rolled to the pole), where FABRIK converges; used for limited two-bone chains, where limited FABRIK
+    crawls near full extension."""
     points = two_bone_points(joints.tolist(), [float(c) for c in target],
                              None if pole is None else [float(c) for c in pole], float(lengths[0]), float(lengths[1]))
     return np.array(points), math.dist(points[2], target), 1
@@ -236,26 +234,13 @@ def solve_points(
             reach += length
             out.append((root[0] + reach * ux, root[1] + reach * uy, root[2] + reach * uz))
         return out, distance - total, 0
-    if n >= 2 and math.dist(root, (xs[n], ys[n], zs[n])) >= total * (1.0 - EPS):
-        # A straight start: the shared set-up decides whether it needs a bend first.
-        result = solve_chain(np.array([xs, ys, zs]).T, np.array([tx, ty, tz]), pole=None if pole is None
-                             else np.array(pole, dtype=np.float64), tolerance=tolerance,
-                             max_iterations=max_iterations, min_improvement=min_improvement)
-        return [(p[0], p[1], p[2]) for p in result.joints.tolist()], result.error, result.iterations
-    if n >= 2:
-        aim_points(xs, ys, zs, (tx, ty, tz), total)
-    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
-            for i in range(n)]
     if pole is not None:
         pole = (float(pole[0]), float(pole[1]), float(pole[2]))
         if not math.isfinite(sum(pole)):
             raise ValueError("pole contains NaN or infinity")
-    if n == 2:  # as run_fabrik does
-        error = math.dist((xs[2], ys[2], zs[2]), (tx, ty, tz))
-        if error <= tolerance and pole is None:
-            return list(zip(xs, ys, zs)), error, 0
-        points = two_bone_points(list(zip(xs, ys, zs)), (tx, ty, tz), pole, lengths[0], lengths[1])
-        return points, math.dist(points[2], (tx, ty, tz)), 1
+    xs, ys, zs = curled_start(xs, ys, zs, lengths, (tx, ty, tz), pole)
+    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
+            for i in range(n)]
     (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
                                               int(max_iterations), min_improvement, None)
     return list(zip(xs, ys, zs)), error, iterations
@@ -284,8 +269,11 @@ def iterate(
     tiny = EPS * sum(L)
     sqrt = math.sqrt
     error = sqrt((xs[n] - tx) ** 2 + (ys[n] - ty) ** 2 + (zs[n] - tz) ** 2)
-    if error <= tolerance and pole is None and limits is None:
-        return (xs, ys, zs), error, 0
+    if limits is None:
+        tolerance = min(tolerance, SETTLE * math.fsum(L))
+        if error <= tolerance:
+            # The start (.start.curled_start) already faces the pole.
+            return (xs, ys, zs), error, 0
 
     best: tuple[list[float], list[float], list[float]] | None = None
     best_error = math.inf
@@ -360,20 +348,42 @@ def run_limited(
     max_iterations: int,
     min_improvement: float,
     limits: ResolvedLimits,
+    original: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, int]:
+    """:func:`limited_run` without its ``converged`` flag."""
+    out, error, iterations, _ = limited_run(joints, target, pole, dirs, lengths, unreachable, tolerance,
+                                            max_iterations, min_improvement, limits, original)
+    return out, error, iterations
+
+
+def limited_run(
+    joints: np.ndarray,
+    target: np.ndarray,
+    pole: np.ndarray | None,
+    dirs: np.ndarray,
+    lengths: np.ndarray,
+    unreachable: bool,
+    tolerance: float,
+    max_iterations: int,
+    min_improvement: float,
+    limits: ResolvedLimits,
+    original: np.ndarray | None = None,
+) -> tuple[np.ndarray, float, int, bool]:
     """:func:`run_fabrik` with limits, restarted from other poses when it settles short of the target.
 
     Limited FABRIK can settle where no pass moves it any more, depending on where it starts. When the
-    given pose fails, it starts again from that pose turned rigidly to aim at the target, then from
-    the chain laid straight toward it, then refines the best pose by :func:`ccd_limited`, keeping the
-    best. All fixed, so results stay deterministic; none of it runs when the first start reaches.
-    Iterations (and CCD sweeps) are summed.
+    given pose fails, it starts again from ``original`` (the pose without IK, when ``joints`` is the
+    curled start), from that pose turned rigidly to aim at the target, then from the chain laid
+    straight toward it, then refines the best pose by :func:`ccd_limited`, keeping the best. All fixed,
+    so results stay deterministic; none of it runs when the first start reaches. Iterations (and CCD
+    sweeps) are summed; ``converged`` is False when the final refinement ran out of sweeps.
     """
     out, error, iterations = run_fabrik(joints, target, pole, dirs, lengths, unreachable, tolerance,
                                         max_iterations, min_improvement, limits)
     if error <= tolerance:
-        return out, error, iterations
-    for start in _restarts(joints, target, lengths):
+        return out, error, iterations, True
+    base = joints if original is None else original
+    for start in ([] if original is None else [original]) + _restarts(base, target, lengths):
         again, again_error, used = run_fabrik(start, target, pole, dirs, lengths, unreachable, tolerance,
                                               max_iterations, min_improvement, limits)
         iterations += used
@@ -389,7 +399,8 @@ def run_limited(
         iterations += used
         if refined_error < error:
             out, error = refined, refined_error
-    return out, error, iterations
+        return out, error, iterations, error <= tolerance or used < max_iterations
+    return out, error, iterations, True
 
 
 def ccd_limited(joints: np.ndarray, target: np.ndarray, dirs: np.ndarray, lengths: np.ndarray,
@@ -455,6 +466,7 @@ def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np
     stays put) until its mean bend (the mean of the interior joints seen from the root, across that
     line) points to the pole's side. About the target's line, a chain whose plane holds the target
     keeps holding it, so planar solves stay planar to the last digit.
+
     A rigid roll and nothing else: the bend keeps the shape the passes gave it, so a planar chain stays
     planar (its bones keep bending about their hinge axes), and a pole placed on the chain's own mean
     bend moves nothing (where ``pose.fabrik_chain_add`` puts it). Swinging each joint toward the pole

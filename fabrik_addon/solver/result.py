@@ -23,6 +23,10 @@ class SolveResult:
         ``error <= tolerance``.
     stretch : float
         The factor every bone's length was scaled by (1 without ``use_stretch``).
+    converged : bool
+        The solve settled: it reached, or stopped because no pass brought the tip closer (the target is
+        out of reach, or out of reach under the limits). False when it ran out of iterations while
+        still closing in: more iterations would get closer.
     frames : ndarray, shape (N, 3, 3), or None
         With joint limits: each bone's frame (columns X, Y along the bone, Z) as the limits measured it,
         rolls and hinge turns included (3D chains); None without limits.
@@ -33,6 +37,7 @@ class SolveResult:
     iterations: int
     reached: bool
     stretch: float = 1.0
+    converged: bool = True
     frames: np.ndarray | None = None
 
 
@@ -48,6 +53,8 @@ class ChainResults:
     reached : ndarray of bool, shape (C,)
     stretch : ndarray, shape (C,)
         Per-chain stretch factor (ones when not given).
+    converged : ndarray of bool, shape (C,), optional
+        As :attr:`SolveResult.converged` (all True when not given).
     """
 
     joints: np.ndarray
@@ -55,6 +62,7 @@ class ChainResults:
     iterations: np.ndarray
     reached: np.ndarray
     stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    converged: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.stretch is None:
@@ -70,4 +78,5 @@ class ChainResults:
             iterations=int(self.iterations[index]),
             reached=bool(self.reached[index]),
             stretch=float(self.stretch[index]),
+            converged=True if self.converged is None else bool(self.converged[index]),
         )

@@ -85,7 +85,7 @@ def solve_two_bone(
         frames = resolved.frames_of(out)
     if goal is not tgt:
         error = float(np.linalg.norm(out[2] - tgt))
-    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, factor, frames)
+    return SolveResult(out[:, :dim], error, iterations, error <= tolerance, factor, frames=frames)
 
 
 def two_bone_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | None, l1: float, l2: float) -> np.ndarray:

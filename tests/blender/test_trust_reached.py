@@ -450,3 +450,29 @@ def test_pole_carried_by_another_chain():
     frames_honest(ob, right)
     assert left.status == 'INVALID' and "Pole 'Carried' follows bone 'r0'" in left.message, left.message
     assert right.status == 'REACHED'
+
+
+def test_target_parented_to_its_own_chain_after_the_chain_solved():
+    ob = straightish_chain("Arm", 3)
+    target = empty("T", (0.5, 0.5, 2.0))
+    chain = add_chain(ob, "b2", 3, target)
+    bpy.context.scene.frame_set(1)
+    assert chain.status == 'REACHED'
+    target.parent, target.parent_type, target.parent_bone = ob, 'BONE', "b1"
+    frames_honest(ob, chain, frames=(2, 3, 2))
+    assert chain.status == 'INVALID' and "moved by this chain" in chain.message, chain.message
+    target.parent = None
+    bpy.context.scene.frame_set(4)
+    assert chain.status == 'REACHED'
+
+
+@pytest.mark.parametrize("setup", [_copy_rotation, _driver, _ik_constraint], ids=["constraint", "driver", "ik"])
+def test_constraint_or_driver_added_after_the_chain_solved(setup):
+    ob = straightish_chain("Arm", 3)
+    chain = add_chain(ob, "b2", 3, animated_target())
+    bpy.context.scene.frame_set(1)
+    assert chain.status == 'REACHED'
+    setup(ob)
+    bpy.context.view_layer.update()  # what the UI sends after the edit
+    frames_honest(ob, chain, frames=(2, 3, 2))
+    assert chain.status == 'INVALID', chain.message

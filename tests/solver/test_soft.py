@@ -123,7 +123,9 @@ def test_a_sweep_through_full_reach_does_not_pop(bones, use_stretch):
     assert math.degrees(worst_bend) <= 1.0
     assert worst_stretch <= 1.01e-3  # the factor's slope is at most 1 per unit of reach
     hard = [bends(solve(start, u * d).joints) for d in (0.999 * reach, reach)]
-    assert math.degrees(np.abs(hard[1] - hard[0]).max()) > 1.0  # the pop soft IK removes
+    # The pop soft IK removes: hard IK unbends the last 0.1% of reach in one step (0.9 degrees a joint
+    # for 10 bones curled evenly, 5.1 for two).
+    assert math.degrees(np.abs(hard[1] - hard[0]).max()) > 0.5
 
 
 @pytest.mark.parametrize("bones", [2, 3, 10])

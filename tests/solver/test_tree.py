@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from chains import random_chain, reachable_target
+from chains import lengths_of, random_chain, reachable_target
 from trees import (
     limited_tree_pose,
     path_to,
@@ -13,9 +13,8 @@ from trees import (
     torso,
 )
 
-from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_chain, solve_tree
+from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_tree
 from fabrik_addon.solver.fabrik import DEFAULT_MIN_IMPROVEMENT, run_fabrik
-from fabrik_addon.solver.prepare import aim_at_targets, prepare
 
 
 def lengths(joints, parents):
@@ -109,17 +108,22 @@ def test_weight_zero_reproduces_the_single_chain_solve_of_the_other_effector():
         joints, parents, effectors = random_y_tree(rng)
         path = path_to(parents, effectors[0])
         targets = np.stack([reachable_target(rng, joints[path]), rng.uniform(-3, 3, 3)])
-        tree = solve_tree(joints, parents, effectors, targets, weights=[1.0, 0.0], tolerance=1e-4,
+        tree = solve_tree(joints, parents, effectors, targets, weights=[1.0, 0.0], tolerance=1e-9,
                           max_iterations=100)
-        # solve_chain first aims a bent chain at its target (the tree has no one line to aim): the
-        # same loop from the same start.
-        start = joints[path]
-        lengths = np.linalg.norm(np.diff(start, axis=0), axis=1)
-        prep = prepare(start[None], targets[:1], None, lengths[None], aim=False)
-        chain, _, iterations = run_fabrik(prep.joints[0], targets[0], None, prep.dirs[0], lengths,
-                                          bool(prep.unreachable[0]), 1e-4, 100, DEFAULT_MIN_IMPROVEMENT, None)
-        np.testing.assert_allclose(tree.joints[path], chain, atol=1e-12)
+        out, iterations = chain_loop(joints[path], targets[0])
+        np.testing.assert_allclose(tree.joints[path], out, atol=1e-12)
         assert tree.iterations == iterations
+
+
+def chain_loop(start: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, int]:
+    """The single-chain FABRIK loop run from ``start`` itself (tolerance 1e-9, below the loop's own settling
+    distance, and 100 iterations). Trees iterate from the pose without IK; :func:`solve_chain` from a
+    curled start (solver/start.py)."""
+    lengths = lengths_of(start)
+    unreachable = np.linalg.norm(target - start[0]) >= lengths.sum()
+    out, _, iterations = run_fabrik(start, target, None, np.diff(start, axis=0) / lengths[:, None], lengths,
+                                    bool(unreachable), 1e-9, 100, DEFAULT_MIN_IMPROVEMENT, None)
+    return out, iterations
 
 
 def test_unreachable_pairs_settle_on_a_weighted_compromise():
@@ -161,12 +165,8 @@ def test_chain_as_a_tree_equals_solve_chain():
     for _ in range(50):
         joints = random_chain(rng, 5, 3)
         target = reachable_target(rng, joints)
-        # solve_chain aims a bent chain at its target first; a tree has no one line to aim.
-        aimed = aim_at_targets(joints[None], target[None], np.linalg.norm(np.diff(joints, axis=0), axis=1)[None],
-                               np.zeros(1, dtype=bool))[0]
-        tree = solve_tree(aimed, [-1, 0, 1, 2, 3, 4], [5], [target], tolerance=1e-4, max_iterations=100)
-        chain = solve_chain(joints, target, tolerance=1e-4, max_iterations=100)
-        np.testing.assert_allclose(tree.joints, chain.joints, atol=1e-12)
+        tree = solve_tree(joints, [-1, 0, 1, 2, 3, 4], [5], [target], tolerance=1e-9, max_iterations=100)
+        np.testing.assert_allclose(tree.joints, chain_loop(joints, target)[0], atol=1e-12)
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

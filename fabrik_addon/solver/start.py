@@ -1,0 +1,533 @@
+"""The pose FABRIK starts from: the pose without IK, curled and aimed until it reaches the target.
+
+FABRIK started straight from the pose without IK is ill-conditioned: its first pass pulls each joint
+toward its old position, and where the target (or a newly placed joint) passes near an old joint the
+direction to it swings through tens of degrees for a tiny move of the target. On smooth target paths
+that showed as pops of 10-160 degrees between frames, wherever the target crossed such a place or the
+pass count changed. So the start is built first as a smooth function of the target:
+
+1. curl: every joint turns by the same angle ``c`` about the chain's bend axis (the normal of the plane
+   the bones lie closest to; for a straight chain, toward the pole or a fixed perpendicular), ``c`` the
+   first root from 0 of
+   ``|tip(c) - root| = |target - root|``. With ``z = exp(i c)`` the tip's offset across the axis is
+   the polynomial ``sum_k a_k z**k`` (``a_k``: bone ``k`` across the axis as a complex number), so a
+   safeguarded Newton search costs a few Horner evaluations;
+2. aim: the curled pose turned rigidly about the root by the minimal rotation onto the target;
+3. pole: rolled rigidly about the root-target line until the mean bend faces the pole.
+
+The result reaches the target exactly whenever the curl can match the distance (always for planar
+chains), so FABRIK has nothing left to do; otherwise it starts close. The start depends only on the
+pose without IK, the target and the pole: solves stay deterministic and continuous in the target.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from .rotations import perpendicular_floats, turn_floats
+
+# Relative size below which a distance or offset counts as zero (as in .prepare).
+EPS = 1e-9
+# Largest Newton steps while looking for the first root, in radians of total curl (summed over the joints):
+# small enough not to step over a root and the one after it.
+MAX_TOTAL_STEP = 2.0
+
+
+def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
+                 target: Sequence[float], pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]]:
+    """The start pose for a reachable target (see the module): new coordinate lists, lengths kept.
+
+    ``xs, ys, zs``: the pose without IK (N+1 joints); ``L``: its bone lengths. Returns the input lists
+    unchanged for a single bone or a target at the root.
+    """
+    n = len(L)
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    gx, gy, gz = target[0] - rx, target[1] - ry, target[2] - rz
+    r2 = gx * gx + gy * gy + gz * gz
+    total = math.fsum(L)
+    tiny = EPS * total
+    if n < 2 or r2 <= tiny * tiny:
+        return xs, ys, zs
+    sqrt = math.sqrt
+    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across = _shape(
+        tuple(xs), tuple(ys), tuple(zs), tuple(L), None if pole is None else tuple(pole))
+    p = math.fsum(along)
+    c = _curl_angle(across, p * p - r2, total * total, n)
+
+    # Build the curled pose: bone k turned by k*c about the axis.
+    z = complex(math.cos(c), math.sin(c))
+    zk = 1.0 + 0.0j
+    ox, oy, oz = [0.0], [0.0], [0.0]
+    for k in range(n):
+        w = across[k] * zk
+        zk *= z
+        ox.append(ox[-1] + along[k] * nx + w.real * e1x + w.imag * e2x)
+        oy.append(oy[-1] + along[k] * ny + w.real * e1y + w.imag * e2y)
+        oz.append(oz[-1] + along[k] * nz + w.real * e1z + w.imag * e2z)
+
+    # Aim: the minimal rotation taking the curled tip's direction onto the target's.
+    tx, ty, tz = ox[n], oy[n], oz[n]
+    t = sqrt(tx * tx + ty * ty + tz * tz)
+    r = sqrt(r2)
+    ux, uy, uz = gx / r, gy / r, gz / r
+    if t > tiny:
+        ax, ay, az = tx / t, ty / t, tz / t
+        cos = ax * ux + ay * uy + az * uz
+        if cos < -1.0 + 1e-12:  # a half turn: turn_floats picks its axis
+            for k in range(1, n + 1):
+                ox[k], oy[k], oz[k] = turn_floats(ax, ay, az, ux, uy, uz, ox[k], oy[k], oz[k])
+        else:
+            # turn_floats as a matrix, built once: I + [w]x + [w]x^2 / (1 + cos), w = a x u.
+            wx, wy, wz = ay * uz - az * uy, az * ux - ax * uz, ax * uy - ay * ux
+            h = 1.0 / (1.0 + cos)
+            m00, m11, m22 = 1.0 - h * (wy * wy + wz * wz), 1.0 - h * (wx * wx + wz * wz), 1.0 - h * (wx * wx + wy * wy)
+            m01, m10 = h * wx * wy - wz, h * wx * wy + wz
+            m02, m20 = h * wx * wz + wy, h * wx * wz - wy
+            m12, m21 = h * wy * wz - wx, h * wy * wz + wx
+            for k in range(1, n + 1):
+                vx, vy, vz = ox[k], oy[k], oz[k]
+                ox[k] = m00 * vx + m01 * vy + m02 * vz
+                oy[k] = m10 * vx + m11 * vy + m12 * vz
+                oz[k] = m20 * vx + m21 * vy + m22 * vz
+    if pole is not None:
+        _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
+    return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+@functools.lru_cache(maxsize=512)
+def _shape(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], L: tuple[float, ...],
+           pole: tuple[float, ...] | None) -> tuple:
+    """What the curl needs from the pose without IK (and, for a straight chain, the pole): the axis
+    ``n``, two unit vectors ``e1``, ``e2 = n x e1`` across it, and each bone along ``n`` (floats) and
+    across it (complex numbers in ``e1``, ``e2``). Cached: a pose without IK seldom changes between
+    frames, and the cache key is all it depends on."""
+    n = len(L)
+    tiny = EPS * math.fsum(L)
+    dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
+    dy = [(ys[k + 1] - ys[k]) / L[k] for k in range(n)]
+    dz = [(zs[k + 1] - zs[k]) / L[k] for k in range(n)]
+    nx, ny, nz = _bend_axis(list(xs), list(ys), list(zs), dx, dy, dz, L, pole, tiny)
+    e1x, e1y, e1z = perpendicular_floats(nx, ny, nz)
+    e2x, e2y, e2z = ny * e1z - nz * e1y, nz * e1x - nx * e1z, nx * e1y - ny * e1x
+    along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
+    across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
+                      L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
+    return nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across
+
+
+def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float], dy: list[float],
+               dz: list[float], L: Sequence[float], pole: Sequence[float] | None,
+               tiny: float) -> tuple[float, float, float]:
+    """Unit axis the chain curls about.
+
+    The normal of the plane the bones lie closest to (the least-squares plane of the bone directions,
+    weighted by length), turned to the side of the sum of the joints' bend axes: for a planar chain
+    its plane's normal, and for a non-planar one the axis whose curl brings the tip nearest the root
+    (curling about the summed bend axis alone left a 10-bone chain's tip bones turning 2.5 degrees a
+    frame, and near the closest it could curl, 1.5e-7 of input noise moved joints by 1e-4). When that
+    plane is not unique (a straight chain), the summed bend axis; for a straight chain, the axis that
+    bends it toward the pole, else toward a fixed perpendicular of the chain.
+    """
+    n = len(dx)
+    bx = by = bz = 0.0
+    for k in range(n - 1):
+        bx += dy[k] * dz[k + 1] - dz[k] * dy[k + 1]
+        by += dz[k] * dx[k + 1] - dx[k] * dz[k + 1]
+        bz += dx[k] * dy[k + 1] - dy[k] * dx[k + 1]
+    plane = _least_squares_normal(dx, dy, dz, L)
+    if plane is not None:
+        px, py, pz = plane
+        side = px * bx + py * by + pz * bz
+        if abs(side) <= 1e-6:
+            # Bends that cancel (a jog, an S): curl toward where the interior joints bulge from the
+            # root-tip line, so float noise cannot pick the side.
+            side = _bulge_side(xs, ys, zs, px, py, pz)
+        if abs(side) <= 1e-6 * math.fsum(L) and pole is not None:
+            side = _bulge_side(xs[:1] + [pole[0]] + xs[-1:], ys[:1] + [pole[1]] + ys[-1:], zs[:1] + [pole[2]] + zs[-1:],
+                               px, py, pz)
+        if side < 0.0:
+            return -px, -py, -pz
+        return px, py, pz
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    if b > 1e-9:
+        return bx / b, by / b, bz / b
+    ax, ay, az = dx[0], dy[0], dz[0]  # straight: every bone points this way
+    wx = wy = wz = 0.0
+    w = 0.0
+    if pole is not None:
+        wx, wy, wz = pole[0] - xs[0], pole[1] - ys[0], pole[2] - zs[0]
+        t = wx * ax + wy * ay + wz * az
+        wx, wy, wz = wx - t * ax, wy - t * ay, wz - t * az
+        w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if w > tiny:
+        wx, wy, wz = wx / w, wy / w, wz / w
+    else:
+        wx, wy, wz = perpendicular_floats(ax, ay, az)
+    bx, by, bz = ay * wz - az * wy, az * wx - ax * wz, ax * wy - ay * wx
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    return bx / b, by / b, bz / b
+
+
+def _bulge_side(xs: list[float], ys: list[float], zs: list[float], nx: float, ny: float, nz: float) -> float:
+    """``(mean interior joint - root) x (tip - root) . n``: positive when curling about ``n`` bends the
+    chain further toward where its interior joints lie (curling turns the later bones toward
+    ``n x (tip - root)``, so the interior bulges the other way)."""
+    n = len(xs) - 1
+    ax, ay, az = xs[n] - xs[0], ys[n] - ys[0], zs[n] - zs[0]
+    mx = math.fsum(xs[1:n]) / (n - 1) - xs[0]
+    my = math.fsum(ys[1:n]) / (n - 1) - ys[0]
+    mz = math.fsum(zs[1:n]) / (n - 1) - zs[0]
+    return (my * az - mz * ay) * nx + (mz * ax - mx * az) * ny + (mx * ay - my * ax) * nz
+
+
+def _least_squares_normal(dx: list[float], dy: list[float], dz: list[float],
+                          L: Sequence[float]) -> tuple[float, float, float] | None:
+    """Unit eigenvector of the smallest eigenvalue of ``sum L_k d_k d_k^T``, or None when that eigenvalue
+    is not clearly apart from the next (closed form for symmetric 3x3 matrices)."""
+    a = b = c = d = e = f = 0.0  # [[a, d, e], [d, b, f], [e, f, c]]
+    for k in range(len(dx)):
+        w, x, y, z = L[k], dx[k], dy[k], dz[k]
+        a += w * x * x
+        b += w * y * y
+        c += w * z * z
+        d += w * x * y
+        e += w * x * z
+        f += w * y * z
+    trace = a + b + c
+    q = trace / 3.0
+    p2 = (a - q) ** 2 + (b - q) ** 2 + (c - q) ** 2 + 2.0 * (d * d + e * e + f * f)
+    p = math.sqrt(p2 / 6.0)
+    if p <= 1e-12 * trace:
+        return None
+    # B = (M - q I) / p; the eigenvalues are q + 2 p cos(phi + 2 pi k / 3), phi = acos(det(B) / 2) / 3.
+    ba, bb, bc, bd, be, bf = (a - q) / p, (b - q) / p, (c - q) / p, d / p, e / p, f / p
+    det = ba * (bb * bc - bf * bf) - bd * (bd * bc - bf * be) + be * (bd * bf - bb * be)
+    phi = math.acos(max(-1.0, min(1.0, det / 2.0))) / 3.0
+    high = q + 2.0 * p * math.cos(phi)
+    low = q + 2.0 * p * math.cos(phi + 2.0 * math.pi / 3.0)
+    middle = trace - high - low
+    if middle - low <= 1e-6 * trace:
+        return None
+    # The eigenvector of ``low``: the longest cross product of two rows of M - low I.
+    r0 = (a - low, d, e)
+    r1 = (d, b - low, f)
+    r2 = (e, f, c - low)
+    best, best_norm = (0.0, 0.0, 0.0), 0.0
+    for u, v in ((r0, r1), (r0, r2), (r1, r2)):
+        x, y, z = u[1] * v[2] - u[2] * v[1], u[2] * v[0] - u[0] * v[2], u[0] * v[1] - u[1] * v[0]
+        norm = x * x + y * y + z * z
+        if norm > best_norm:
+            best, best_norm = (x, y, z), norm
+    norm = math.sqrt(best_norm)
+    return best[0] / norm, best[1] / norm, best[2] / norm
+
+
+def _evaluate(across: list[complex], c: float, offset: float) -> tuple[float, float]:
+    """``F(c) = |tip(c) - root|**2 - r**2`` and ``dF/dc`` (``offset`` = along-axis part squared - r**2)."""
+    z = complex(math.cos(c), math.sin(c))
+    n = len(across)
+    s = across[n - 1]
+    d = (n - 1) * across[n - 1]
+    for k in range(n - 2, -1, -1):
+        s = s * z + across[k]
+        d = d * z + k * across[k]
+    # d/dc of sum a_k z^k is i * sum k a_k z^k.
+    return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+
+
+def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> float:
+    """The first root of ``F`` from 0 on the side ``|F|`` falls to; where the curl cannot match the
+    distance, where ``|F|`` stops shrinking.
+
+    Newton steps from 0, each at most ``MAX_TOTAL_STEP`` of total curl, until one crosses the root; then
+    Newton steps kept inside the bracket (bisection when they leave it) to full precision.
+    """
+    f0, df = _evaluate(across, 0.0, offset)
+    small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
+    if abs(f0) <= small:
+        return 0.0
+    positive = f0 > 0.0
+    # Toward the root Newton points to (F'(0) depends on the pose alone, so the side flips only where
+    # F0 does, at c = 0); at an extremum (a straight chain), curl more to shorten, less to lengthen.
+    if abs(df) > 1e-9 * scale:
+        sign = 1.0 if (df < 0.0) == positive else -1.0
+    else:
+        sign = 1.0 if positive else -1.0
+    cap = MAX_TOTAL_STEP / (n - 1)
+    limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
+    c, f = 0.0, f0
+    lo, hi = 0.0, math.nan  # F has the sign of f0 at lo and the other sign at hi, once bracketed
+    for _ in range(8 * n + 64):
+        step = -f / df if df != 0.0 else 0.0
+        if hi != hi:  # not bracketed yet (hi is NaN)
+            if step * sign > 0.0:  # Newton heads the right way
+                step = max(-cap, min(cap, step))
+            else:
+                step = sign * cap
+            new = max(-limit, min(limit, c + step))
+        else:
+            new = c + step
+            if not (min(lo, hi) < new < max(lo, hi)):
+                new = 0.5 * (lo + hi)
+        f_new, df_new = _evaluate(across, new, offset)
+        if abs(f_new) <= small:
+            return new
+        if (f_new > 0.0) != positive:
+            hi = new
+        elif hi != hi and (abs(f_new) >= abs(f) or new == c):
+            return c  # past the nearest the curl gets: FABRIK finishes from here
+        else:
+            lo = new
+        c, f, df = new, f_new, df_new
+        if hi == hi and abs(hi - lo) <= 4e-16 * max(1.0, abs(c)):
+            return c
+    return c
+
+
+def _roll_to_pole(ox: list[float], oy: list[float], oz: list[float], ux: float, uy: float, uz: float,
+                  wx: float, wy: float, wz: float, tiny: float) -> None:
+    """Turn the interior joints (offsets from the root) rigidly about unit axis ``u`` (root to target)
+    until their mean faces the pole offset ``w``."""
+    n = len(ox) - 1
+    mx, my, mz = math.fsum(ox[1:n]) / (n - 1), math.fsum(oy[1:n]) / (n - 1), math.fsum(oz[1:n]) / (n - 1)
+    t = mx * ux + my * uy + mz * uz
+    mx, my, mz = mx - t * ux, my - t * uy, mz - t * uz
+    t = wx * ux + wy * uy + wz * uz
+    wx, wy, wz = wx - t * ux, wy - t * uy, wz - t * uz
+    m = math.sqrt(mx * mx + my * my + mz * mz)
+    w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if m <= tiny or w <= tiny:
+        return
+    c = (mx * wx + my * wy + mz * wz) / (m * w)
+    s = (ux * (my * wz - mz * wy) + uy * (mz * wx - mx * wz) + uz * (mx * wy - my * wx)) / (m * w)
+    for k in range(1, n):
+        vx, vy, vz = ox[k], oy[k], oz[k]
+        t = (vx * ux + vy * uy + vz * uz) * (1.0 - c)
+        cx, cy, cz = uy * vz - uz * vy, uz * vx - ux * vz, ux * vy - uy * vx
+        ox[k] = vx * c + cx * s + ux * t
+        oy[k] = vy * c + cy * s + uy * t
+        oz[k] = vz * c + cz * s + uz * t
+
+
+def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None,
+                  lengths: np.ndarray) -> np.ndarray:
+    """:func:`curled_start` for ``C`` chains at once, in numpy: ``joints (C, N+1, 3)`` (N >= 2, every
+    target reachable and off the root), ``targets (C, 3)``, ``poles (C, 3)`` or None, ``lengths (C, N)``.
+    The same steps in the same order, so each row equals the single-chain result (to rounding)."""
+    count, n1, _ = joints.shape
+    n = n1 - 1
+    root = joints[:, 0]
+    g = targets - root
+    r2 = np.einsum("ci,ci->c", g, g)
+    total = lengths.sum(axis=1)
+    tiny = EPS * total
+    d = np.diff(joints, axis=1) / lengths[:, :, None]
+    axis = _bend_axes(joints, d, lengths, poles, tiny)
+    e1 = _perpendiculars(axis)
+    e2 = np.cross(axis, e1)
+    along = lengths * np.einsum("cki,ci->ck", d, axis)
+    across = lengths * (np.einsum("cki,ci->ck", d, e1) + 1j * np.einsum("cki,ci->ck", d, e2))
+    p = along.sum(axis=1)  # fsum in the single-chain version: equal to rounding
+    c = _curl_angles(across, p * p - r2, total * total, n)
+
+    z = np.exp(1j * c)
+    powers = np.empty((count, n), dtype=complex)
+    powers[:, 0] = 1.0
+    for k in range(1, n):
+        powers[:, k] = powers[:, k - 1] * z
+    w = across * powers
+    steps = along[:, :, None] * axis[:, None] + w.real[:, :, None] * e1[:, None] + w.imag[:, :, None] * e2[:, None]
+    offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
+
+    tip = offsets[:, n]
+    t = np.sqrt(np.einsum("ci,ci->c", tip, tip))
+    u = g / np.sqrt(r2)[:, None]
+    aim = t > tiny
+    a = tip / np.where(aim, t, 1.0)[:, None]
+    cos = np.einsum("ci,ci->c", a, u)
+    half = aim & (cos < -1.0 + 1e-12)
+    turn = aim & ~half
+    if turn.any():
+        # v + w x v + (w x (w x v)) / (1 + cos), w = a x u: turn_floats, row by row (batched 3x3 matrix
+        # products of this size cost more than the arithmetic).
+        wv = np.cross(a, u)[:, None]
+        h = np.where(turn, 1.0 / np.where(turn, 1.0 + cos, 1.0), 0.0)[:, None, None]
+        v = offsets
+        wxv = np.cross(wv, v)
+        turned = v + wxv + h * np.cross(wv, wxv)
+        offsets = np.where(turn[:, None, None], turned, offsets)
+    for row in np.flatnonzero(half):
+        ax, ay, az = a[row]
+        ux, uy, uz = u[row]
+        offsets[row, 1:] = [turn_floats(ax, ay, az, ux, uy, uz, *v) for v in offsets[row, 1:].tolist()]
+    if poles is not None:
+        _roll_to_poles(offsets, u, poles - root, tiny)
+    return root[:, None] + offsets
+
+
+def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np.ndarray | None,
+               tiny: np.ndarray) -> np.ndarray:
+    """:func:`_bend_axis` for every chain (``d``: unit bone directions ``(C, N, 3)``)."""
+    b = np.cross(d[:, :-1], d[:, 1:]).sum(axis=1)
+    normal, plane = _least_squares_normals(d, lengths)
+    side = np.einsum("ci,ci->c", normal, b)
+    cancel = np.abs(side) <= 1e-6
+    if cancel.any():
+        side = np.where(cancel, _bulge_sides(joints, normal), side)
+        if poles is not None:
+            weak = cancel & (np.abs(side) <= 1e-6 * lengths.sum(axis=1))
+            if weak.any():
+                through = np.stack([joints[:, 0], poles, joints[:, -1]], axis=1)
+                side = np.where(weak, _bulge_sides(through, normal), side)
+    out = np.where((side < 0.0)[:, None], -normal, normal)
+    if not plane.all():
+        bn = np.sqrt(np.einsum("ci,ci->c", b, b))
+        bent = ~plane & (bn > 1e-9)
+        out[bent] = b[bent] / bn[bent, None]
+        straight = ~plane & ~bent
+        if straight.any():
+            a = d[straight, 0]
+            wv = np.zeros_like(a)
+            wn = np.zeros(len(a))
+            if poles is not None:
+                wv = poles[straight] - joints[straight, 0]
+                wv = wv - np.einsum("ci,ci->c", wv, a)[:, None] * a
+                wn = np.sqrt(np.einsum("ci,ci->c", wv, wv))
+            toward = wn > tiny[straight]
+            wv = np.where(toward[:, None], wv / np.where(toward, wn, 1.0)[:, None], _perpendiculars(a))
+            bv = np.cross(a, wv)
+            out[straight] = bv / np.sqrt(np.einsum("ci,ci->c", bv, bv))[:, None]
+    return out
+
+
+def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_least_squares_normal` for every chain: the normals ``(C, 3)`` and where they exist."""
+    x, y, z = d[:, :, 0], d[:, :, 1], d[:, :, 2]
+    lx, ly = lengths * x, lengths * y
+    a, b, c = (lx * x).sum(axis=1), (ly * y).sum(axis=1), (lengths * z * z).sum(axis=1)
+    dd, e, f = (lx * y).sum(axis=1), (lx * z).sum(axis=1), (ly * z).sum(axis=1)
+    trace = a + b + c
+    q = trace / 3.0
+    p = np.sqrt(((a - q) ** 2 + (b - q) ** 2 + (c - q) ** 2 + 2.0 * (dd * dd + e * e + f * f)) / 6.0)
+    spread = p > 1e-12 * trace
+    p = np.where(spread, p, 1.0)
+    ba, bb, bc, bd, be, bf = (a - q) / p, (b - q) / p, (c - q) / p, dd / p, e / p, f / p
+    det = ba * (bb * bc - bf * bf) - bd * (bd * bc - bf * be) + be * (bd * bf - bb * be)
+    phi = np.arccos(np.clip(det / 2.0, -1.0, 1.0)) / 3.0
+    high = q + 2.0 * p * np.cos(phi)
+    low = q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0)
+    middle = trace - high - low
+    ok = spread & (middle - low > 1e-6 * trace)
+    r0 = np.stack([a - low, dd, e], axis=1)
+    r1 = np.stack([dd, b - low, f], axis=1)
+    r2 = np.stack([e, f, c - low], axis=1)
+    best = np.cross(r0, r1)
+    best_norm = np.einsum("ci,ci->c", best, best)
+    for u, v in ((r0, r2), (r1, r2)):
+        x = np.cross(u, v)
+        norm = np.einsum("ci,ci->c", x, x)
+        longer = norm > best_norm
+        best = np.where(longer[:, None], x, best)
+        best_norm = np.where(longer, norm, best_norm)
+    ok &= best_norm > 0.0
+    return best / np.sqrt(np.where(ok, best_norm, 1.0))[:, None], ok
+
+
+def _bulge_sides(joints: np.ndarray, normal: np.ndarray) -> np.ndarray:
+    """:func:`_bulge_side` for every chain."""
+    a = joints[:, -1] - joints[:, 0]
+    m = joints[:, 1:-1].mean(axis=1) - joints[:, 0]
+    return np.einsum("ci,ci->c", np.cross(m, a), normal)
+
+
+def _perpendiculars(u: np.ndarray) -> np.ndarray:
+    """``perpendicular_floats`` for every row of ``u (C, 3)``."""
+    x, y, z = np.abs(u).T
+    by_z = (z <= x) & (z <= y)
+    by_x = ~by_z & (x <= y)
+    out = np.where(by_z[:, None], np.stack([u[:, 1], -u[:, 0], np.zeros(len(u))], axis=1),
+                   np.where(by_x[:, None], np.stack([np.zeros(len(u)), u[:, 2], -u[:, 1]], axis=1),
+                            np.stack([-u[:, 2], np.zeros(len(u)), u[:, 0]], axis=1)))
+    return out / np.sqrt(np.einsum("ci,ci->c", out, out))[:, None]
+
+
+def _evaluate_all(across: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_evaluate` for every chain."""
+    z = np.cos(c) + 1j * np.sin(c)
+    n = across.shape[1]
+    s = across[:, n - 1].copy()
+    d = (n - 1) * across[:, n - 1]
+    for k in range(n - 2, -1, -1):
+        s = s * z + across[:, k]
+        d = d * z + k * across[:, k]
+    return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+
+
+def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int) -> np.ndarray:
+    """:func:`_curl_angle` for every chain: the same steps, chains dropping out as they finish."""
+    count = len(offset)
+    f0, df = _evaluate_all(across, np.zeros(count), offset)
+    small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
+    out = np.zeros(count)
+    active = np.abs(f0) > small
+    positive = f0 > 0.0
+    sign = np.where(np.abs(df) > 1e-9 * scale, np.where((df < 0.0) == positive, 1.0, -1.0),
+                    np.where(positive, 1.0, -1.0))
+    cap = MAX_TOTAL_STEP / (n - 1)
+    limit = 2.0 * math.pi / n
+    c, f = np.zeros(count), f0.copy()
+    lo, hi = np.zeros(count), np.full(count, np.nan)
+    for _ in range(8 * n + 64):
+        if not active.any():
+            break
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(df != 0.0, -f / np.where(df != 0.0, df, 1.0), 0.0)
+        open_ = np.isnan(hi)
+        free = np.where(step * sign > 0.0, np.clip(step, -cap, cap), sign * cap)
+        new_open = np.clip(c + free, -limit, limit)
+        new_closed = c + step
+        inside = (np.fmin(lo, hi) < new_closed) & (new_closed < np.fmax(lo, hi))
+        new_closed = np.where(inside, new_closed, 0.5 * (lo + hi))
+        new = np.where(open_, new_open, new_closed)
+        f_new, df_new = _evaluate_all(across, new, offset)
+        found = active & (np.abs(f_new) <= small)
+        out[found] = new[found]
+        active &= ~found
+        crossed = (f_new > 0.0) != positive
+        stuck = active & ~crossed & open_ & ((np.abs(f_new) >= np.abs(f)) | (new == c))
+        out[stuck] = c[stuck]
+        active &= ~stuck
+        hi = np.where(active & crossed, new, hi)
+        lo = np.where(active & ~crossed, new, lo)
+        c = np.where(active, new, c)
+        f = np.where(active, f_new, f)
+        df = np.where(active, df_new, df)
+        shrunk = active & ~np.isnan(hi) & (np.abs(hi - lo) <= 4e-16 * np.maximum(1.0, np.abs(c)))
+        out[shrunk] = c[shrunk]
+        active &= ~shrunk
+    out[active] = c[active]
+    return out
+
+
+def _roll_to_poles(offsets: np.ndarray, u: np.ndarray, w: np.ndarray, tiny: np.ndarray) -> None:
+    """:func:`_roll_to_pole` for every chain (offsets changed in place)."""
+    n = offsets.shape[1] - 1
+    m = offsets[:, 1:n].mean(axis=1)
+    m = m - np.einsum("ci,ci->c", m, u)[:, None] * u
+    w = w - np.einsum("ci,ci->c", w, u)[:, None] * u
+    mn = np.sqrt(np.einsum("ci,ci->c", m, m))
+    wn = np.sqrt(np.einsum("ci,ci->c", w, w))
+    ok = (mn > tiny) & (wn > tiny)
+    if not ok.any():
+        return
+    norm = np.where(ok, mn * wn, 1.0)
+    cos = np.where(ok, np.einsum("ci,ci->c", m, w) / norm, 1.0)
+    sin = np.where(ok, np.einsum("ci,ci->c", u, np.cross(m, w)) / norm, 0.0)
+    v = offsets[:, 1:n]
+    t = np.einsum("cki,ci->ck", v, u) * (1.0 - cos)[:, None]
+    offsets[:, 1:n] = (v * cos[:, None, None] + np.cross(u[:, None], v) * sin[:, None, None]
+                       + u[:, None] * t[:, :, None])
