@@ -24,6 +24,7 @@ the target is out of reach (then the curl that brings the tip farthest out is ke
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -227,7 +228,7 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
     return _golden_min(lambda c: abs(f(c)), min(a, b), max(a, b)), way, False
 
 
-def _root(f, a: float, fa: float, b: float, fb: float) -> float:
+def _root(f: Callable[[float], float], a: float, fa: float, b: float, fb: float) -> float:
     """A root of ``f`` between ``a`` and ``b`` (``fa``, ``fb`` of opposite signs): the Illinois variant of
     regula falsi, to rounding."""
     if fa == 0.0:
@@ -255,7 +256,7 @@ def _root(f, a: float, fa: float, b: float, fb: float) -> float:
     return c
 
 
-def _golden_min(g, a: float, b: float) -> float:
+def _golden_min(g: Callable[[float], float], a: float, b: float) -> float:
     """Where ``g`` is least on ``[a, b]`` (taken as single-dipped), by golden-section search."""
     ratio = (math.sqrt(5.0) - 1.0) / 2.0
     x1, x2 = b - ratio * (b - a), a + ratio * (b - a)
