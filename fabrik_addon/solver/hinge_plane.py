@@ -38,8 +38,10 @@ AXIS_SLACK = 1e-5
 # Grid step (radians of curl) when looking for the first root: the distance is smooth between the
 # curls where a hinge reaches an end, so a root is bracketed by the first sign change on this grid.
 GRID_STEP = 0.02
-# Curl used to tell which side the distance heads to from 0.
-PROBE = 1e-4
+# A pose without IK whose mean interior joint is this far (relative to the chain's length) off its
+# root-tip line says which way the pole rolls the chain (well above float32 noise in the inputs; the
+# IK/FK snap puts poles on bends of any size, so anything clearer than noise counts).
+BEND_CLEAR = 1e-6
 
 
 @dataclass(frozen=True)
@@ -112,7 +114,7 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
             # ``v = normal x u`` is the pole's direction times ``side``; a hinge turning the chain by a
             # positive angle puts the joint behind it on -v, so ``side = -1`` makes such a knee face
             # the pole.
-            normal = np.cross(u, w / wn) * _pole_side(beta, alpha0, low, high, aimed)
+            normal = np.cross(u, w / wn) * _pole_side(start, limits.frames[0][:, 0], beta, alpha0, low, high, aimed)
     if normal is None:
         axis = limits.frames[0][:, 0]
         normal = axis - float(axis @ u) * u
@@ -136,15 +138,30 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
     return PlanarPose(joints, frames, math.dist(joints[-1], target), matched)
 
 
-def _pole_side(beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray, high: np.ndarray, aimed: np.ndarray) -> float:
-    """-1 when the chain's knee bends by positive turns (the pole then lies on -v), +1 when by negative.
+def _pole_side(start: np.ndarray, axis: np.ndarray, beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
+               high: np.ndarray, aimed: np.ndarray) -> float:
+    """+1 or -1: the sign of the plane's normal relative to ``u x pole``.
 
-    Fixed by the rig where possible, so a pole never mirrors the chain as the target moves: the first
-    hinge whose range (rest offset plus the middle of its interval) turns clearly one way; else the
-    first hinge turned clearly one way in the pose without IK; else (straight and symmetric) the side
-    of the solved chain's mean interior joint. Taking that mean first mirrored an S-shaped leg (knee
-    one way, foot the other) whenever its mean joint crossed the root-target line: 180-degree turns.
+    Fixed by the pose without IK, so a pole never mirrors the chain as the target moves. Where that
+    pose is bent (mean interior joint off its root-tip line by more than ``BEND_CLEAR`` of the
+    chain's length), the roll that turns its mean bend onto the pole, the convention of every chain
+    (a pole put on the chain's own bend moves nothing: ``pose.fabrik_chain_add``, the IK/FK snap).
+    Else the knee faces the pole: the first hinge whose range (rest offset plus the middle of its
+    interval) turns clearly one way, then the first one turned clearly one way in the pose without
+    IK; else (straight and symmetric) the solved chain's mean bend. Taking the solved chain's mean bend
+    first mirrored an S-shaped leg (knee one way, foot the other) whenever its mean joint crossed the
+    root-target line: 180-degree turns.
     """
+    root, tip = start[0], start[-1]
+    a = tip - root
+    an = math.sqrt(float(a @ a))
+    lengths = np.linalg.norm(np.diff(start, axis=0), axis=1)
+    if an > EPS * float(lengths.sum()):
+        a = a / an
+        m = start[1:-1].mean(axis=0) - root
+        m = m - float(m @ a) * a
+        if math.sqrt(float(m @ m)) > BEND_CLEAR * float(lengths.sum()):
+            return 1.0 if float(axis @ np.cross(a, m)) >= 0.0 else -1.0
     for turns in (beta + 0.5 * (low + high), beta + alpha0):
         for turn in turns:
             if abs(turn) > 1e-3:
@@ -196,7 +213,7 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
         return float(_reach(L, beta, alpha0, low, high, np.array(c), way)) - r * r
 
     f0 = f(0.0)
-    small = 1e-12 * scale
+    small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: already there
     if abs(f0) <= small:
         return 0.0, way, True
     # Curls beyond these change nothing: every hinge is at an end.
