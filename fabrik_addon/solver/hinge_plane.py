@@ -3,22 +3,25 @@
 When every bone after the first is a HINGE and every hinge's rest offset is a turn about X alone, all the
 hinge axes are the first bone's X axis: the chain lies in the plane through the root square to that axis,
 and a pose is the first bone's direction plus one angle per hinge, each inside its interval. The solve is
-then a planar one, done directly in that plane instead of by limited FABRIK (whose answer depended on
-where its passes, restarts and CCD sweeps stopped: pops of up to 43 degrees a frame on a smooth path).
+then a planar one, done directly in that plane instead of by limited FABRIK, whose answer depended on
+which start, restart or CCD sweep first got within the tolerance (pops of up to 43 degrees a frame on a
+smooth path, 19 frames over 5 degrees, on the quality benchmark's hinged leg).
 
-1. plane: it holds the root-target line and, with a pole, the pole (the bend on the pole's side); without
-   one, it is the plane nearest the pose without IK's (its hinge axis made square to the target's line);
-2. curl: every hinge turns by the same angle ``c`` from its angle in the pose without IK, each clamped to
-   its interval (a hinge at its end stops, the others go on), ``c`` the first root from 0 of
-   ``|tip(c) - root| = |target - root|`` on the side the distance heads toward the target's (the side
-   depends on the pose alone, as in :mod:`.start`);
+1. curl: the hinge angles move from those of the pose without IK along one line, the direction that
+   shortens the chain fastest there (minus the gradient of the squared reach; every hinge alike for a
+   straight chain), each clamped to its interval; the curl ``c`` is the first root from 0 of
+   ``|tip(c) - root| = |target - root|`` (positive curls shorten, negative lengthen). Along that line
+   the reach changes monotonically far further than with every hinge turning alike (a knee clamped at
+   its end stopped a uniform curl short of the benchmark's targets);
+2. plane: it holds the root-target line and, with a pole, the pole (the pose without IK's mean bend
+   rolled onto it, as for every chain); without one, it is the plane nearest the pose without IK's
+   (its hinge axis made square to the target's line);
 3. aim: the first bone turns in the plane so the tip lies on the target.
 
 A function of the pose without IK, the target and the pole alone (no passes, no restarts): deterministic,
-continuous in the target wherever the root moves continuously, and the same for any pass budget. With
-every hinge inside its range, the curl is the unlimited chains' curled start (:mod:`.start`) in the hinge
-plane. When the clamped curl cannot match the distance, the caller falls back to limited FABRIK unless
-the target is out of reach (then the curl that brings the tip farthest out is kept).
+continuous in the target, the same for any pass budget, and the pose without IK itself when its tip is
+on the target. When the clamped curl cannot match the distance, the caller falls back to limited FABRIK
+unless the target is out of reach (then the curl that brings the tip nearest is kept).
 """
 
 from __future__ import annotations
