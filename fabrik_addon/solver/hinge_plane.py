@@ -117,7 +117,7 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
             # ``v = normal x u`` is the pole's direction times ``side``; a hinge turning the chain by a
             # positive angle puts the joint behind it on -v, so ``side = -1`` makes such a knee face
             # the pole.
-            normal = np.cross(u, w / wn) * _pole_side(start, limits.frames[0][:, 0], beta, alpha0, low, high, aimed)
+            normal = _cross(u, w / wn) * _pole_side(start, limits.frames[0][:, 0], beta, alpha0, low, high, aimed)
     if normal is None:
         axis = limits.frames[0][:, 0]
         normal = axis - float(axis @ u) * u
@@ -125,7 +125,7 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
         if nn <= 1e-6:
             return None
         normal = normal / nn
-    v = np.cross(normal, u)
+    v = _cross(normal, u)
     d0 = aimed[0].real / L[0] * u + aimed[0].imag / L[0] * v
     d0 = d0 / math.sqrt(float(d0 @ d0))
     first = limits.limits[0]
@@ -134,7 +134,7 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
         if first.excess(frame.T @ d0) > LIMIT_SLACK:
             return None
     frames = np.empty((len(L), 3, 3))
-    frames[0] = np.column_stack([normal, d0, np.cross(normal, d0)])
+    frames[0] = np.column_stack([normal, d0, _cross(normal, d0)])
     for k in range(1, len(L)):
         frames[k] = frames[k - 1] @ limits.rest_offsets[k] @ _turn_x(float(alpha[k - 1]))
     joints = np.vstack([root, root + np.cumsum(np.array(L)[:, None] * frames[:, :, 1], axis=0)])
@@ -164,12 +164,17 @@ def _pole_side(start: np.ndarray, axis: np.ndarray, beta: np.ndarray, alpha0: np
         m = start[1:-1].mean(axis=0) - root
         m = m - float(m @ a) * a
         if math.sqrt(float(m @ m)) > BEND_CLEAR * float(lengths.sum()):
-            return 1.0 if float(axis @ np.cross(a, m)) >= 0.0 else -1.0
+            return 1.0 if float(axis @ _cross(a, m)) >= 0.0 else -1.0
     for turns in (beta + 0.5 * (low + high), beta + alpha0):
         for turn in turns:
             if abs(turn) > 1e-3:
                 return -1.0 if turn > 0.0 else 1.0
     return 1.0 if float(np.cumsum(aimed.imag)[:-1].mean()) >= 0.0 else -1.0
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.cross`` of two 3-vectors (a fraction of its call cost)."""
+    return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
 
 
 def _turn_x(angle: float) -> np.ndarray:
@@ -212,8 +217,18 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
     scale = math.fsum(L) ** 2
     way = curl_way(L, beta, alpha0, low, high)
 
+    # One curl in plain floats: the root search calls it 10-30 times, where numpy's call cost dominates.
+    b, a0, lo, hi, w = beta.tolist(), alpha0.tolist(), low.tolist(), high.tolist(), way.tolist()
+    cos, sin = math.cos, math.sin
+    r2 = r * r
+
     def f(c: float) -> float:
-        return float(_reach(L, beta, alpha0, low, high, np.array(c), way)) - r * r
+        x, y, psi = L[0], 0.0, 0.0
+        for k in range(len(b)):
+            psi += b[k] + min(max(a0[k] + c * w[k], lo[k]), hi[k])
+            x += L[k + 1] * cos(psi)
+            y += L[k + 1] * sin(psi)
+        return x * x + y * y - r2
 
     f0 = f(0.0)
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: already there
