@@ -218,14 +218,14 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
     way = curl_way(L, beta, alpha0, low, high)
 
     # One curl in plain floats: the root search calls it 10-30 times, where numpy's call cost dominates.
-    b, a0, lo, hi, w = beta.tolist(), alpha0.tolist(), low.tolist(), high.tolist(), way.tolist()
+    bs, a0, lo, hi, w = beta.tolist(), alpha0.tolist(), low.tolist(), high.tolist(), way.tolist()
     cos, sin = math.cos, math.sin
     r2 = r * r
 
     def f(c: float) -> float:
         x, y, psi = L[0], 0.0, 0.0
-        for k in range(len(b)):
-            psi += b[k] + min(max(a0[k] + c * w[k], lo[k]), hi[k])
+        for k in range(len(bs)):
+            psi += bs[k] + min(max(a0[k] + c * w[k], lo[k]), hi[k])
             x += L[k + 1] * cos(psi)
             y += L[k + 1] * sin(psi)
         return x * x + y * y - r2
@@ -259,8 +259,8 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
     # No curl matches: the one nearest the distance (the grid's best, refined on its two cells).
     grid, values = min(grids, key=lambda gv: float(np.abs(gv[1]).min()))
     j = int(np.argmin(np.abs(values)))
-    a, b = float(grid[max(j - 1, 0)]), float(grid[min(j + 1, len(grid) - 1)])
-    return _golden_min(lambda c: abs(f(c)), min(a, b), max(a, b)), way, False
+    left, right = sorted((float(grid[max(j - 1, 0)]), float(grid[min(j + 1, len(grid) - 1)])))
+    return _golden_min(lambda c: abs(f(c)), left, right), way, False
 
 
 def _root(f: Callable[[float], float], a: float, fa: float, b: float, fb: float) -> float:

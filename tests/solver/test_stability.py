@@ -245,3 +245,19 @@ def test_a_hinged_leg_on_its_target_keeps_the_pose_without_ik():
         mean = pose[1:-1].mean(axis=0)
         result = solve_chain(pose, pose[-1], pole=mean + (mean - pose[0]), limits=pose_limits)
         np.testing.assert_allclose(result.joints, pose, atol=1e-6)
+
+
+def test_a_hinged_leg_toward_targets_its_curl_cannot_match_keeps_its_limits():
+    """Out of reach (the curl that brings the tip nearest) and too near the root (limited FABRIK):
+    finite poses, hinges inside their intervals and pure turns about X."""
+    limits = leg_limits()
+    resolved = resolve_limits(limits, LEG)
+    for target in ([0.0, 0.5, 4.0], [1.0, 3.0, -2.0], [0.0, 0.02, 0.05], [0.3, -0.2, 0.4]):
+        result = solve_chain(LEG, target, pole=LEG_POLE, limits=limits)
+        assert np.isfinite(result.joints).all()
+        for i in (1, 2):
+            relative = (result.frames[i - 1] @ resolved.rest_offsets[i]).T @ result.frames[i]
+            assert abs(relative[0, 0] - 1.0) < 1e-9
+            angle = math.atan2(relative[2, 1], relative[1, 1])
+            assert limits.limits[i].min_angle - 1e-9 <= angle <= limits.limits[i].max_angle + 1e-9
+        np.testing.assert_allclose(lengths_of(result.joints), lengths_of(LEG), rtol=1e-9)
