@@ -119,7 +119,8 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
-    check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
+    if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
+        check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
