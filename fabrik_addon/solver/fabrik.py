@@ -13,6 +13,7 @@ import numpy as np
 
 from .analytic import two_bone_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
+from .hinge_plane import planar_hinge_pose
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
@@ -135,10 +136,18 @@ def solve_chain(
             # do whenever the hinge angle does, the upper bone rolling); FABRIK crawls near full extension.
             out, error, iterations = _two_bones(prep.joints[0], goal, pole3, lengths)
             done = converged = bool(resolved.violations(out).max() <= LIMIT_SLACK)
+        if not done and len(lengths) >= 3:
+            # A free bone then hinges about parallel axes (a leg): solved in the bend plane, with no
+            # passes whose stopping point would move the pose (.hinge_plane).
+            planar = planar_hinge_pose(start3, goal, pole3, lengths, resolved)
+            if planar is not None and (planar.matched or prep.unreachable[0]):
+                out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
+                done = converged = True
         if not done:
             out, error, iterations, converged = limited_run(prep.joints[0], *args, resolved,
                                                             None if prep.unreachable[0] else start3)
-        frames = resolved.frames_of(out)
+        if frames is None:
+            frames = resolved.frames_of(out)
     if eased_in and resolved is None:
         out = np.array(settle_points(out.tolist(), goal.tolist()))
     if goal is not tgt:
