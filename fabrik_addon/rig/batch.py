@@ -198,7 +198,7 @@ def _solve(group, pre, parent, every, requests: Requests) -> dict[int, Entry]:
     out: dict[int, Entry] = {}
     for c, (part, chain, plan) in enumerate(group):
         try:
-            check_references_once(part.arm.ob, chain, plan)
+            check_references_once(part.arm.ob, chain, plan, part.arm.hangs)
             inputs = chain_inputs(part.arm, chain, plan, every[c], pre[c], parent[c],
                                   short[c] if any_short[c] else None,
                                   scale_flags[c].tolist() if any_scaled[c] else ())

@@ -14,7 +14,7 @@ from mathutils import Matrix, Vector
 from .. import adapter, cache
 from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
 from ..solver.rotations import matrix_from_two_vectors
-from .plan import ChainError, ChainPlan, Layout, layout
+from .plan import ChainError, ChainPlan, Layout, _hangs, layout
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
 # whose square overflows.
@@ -47,6 +47,18 @@ class ArmatureFrame:
     def inv_world(self) -> np.ndarray:
         """``inv_world_m`` as numpy, made on first use (the few-chain path seldom needs it)."""
         return np.array(self.inv_world_m)
+
+    @functools.cached_property
+    def layer(self) -> tuple[bool, Any]:
+        """``(render, view_layer)`` of the depsgraph, read once per armature and frame for every chain's
+        :func:`_in_view_layer` (neither changes while the handler runs)."""
+        return self.depsgraph.mode == 'RENDER', self.depsgraph.view_layer
+
+    @functools.cached_property
+    def hangs(self) -> bool:
+        """Whether the armature object has a parent or constraints (:func:`.plan.check_references_once`
+        asks per chain; it cannot change while the handler runs)."""
+        return _hangs(self.ob)
 
 
 def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
@@ -107,19 +119,21 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     """
     n = len(plan.idx)
     placed = placed_count(chain, n)
-    check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
+    if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
+        check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
                 raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
     depsgraph = arm.depsgraph
-    target = arm.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph, "Target")
+    layer = arm.layer
+    target = arm.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph, "Target", layer)
     pole = None
     if chain.pole is not None:
-        pole = arm.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole")
+        pole = arm.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole", layer)
     target_matrix = None
     if placed < n:  # the tip takes the target's orientation
-        target_matrix = arm.inv_world @ world_matrix(chain.target, chain.target_bone, depsgraph, "Target")
+        target_matrix = arm.inv_world @ world_matrix(chain.target, chain.target_bone, depsgraph, "Target", layer)
     start = joints[:placed + 1]
     if chain.influence < 1.0 and placed:
         target, pole = blended_goal(start, target, pole, chain.influence)
@@ -207,25 +221,28 @@ def check_pose_scale(plan: ChainPlan, pre, parent, flags=None, uniform: bool = T
                              "while the parent is scaled; set it to Full")
 
 
-def _evaluated(target, depsgraph, label: str):
-    """The target as this frame evaluates it; refused when the view layer does not evaluate it and it moves."""
+def _evaluated(target, depsgraph, label: str, layer: tuple[bool, Any] | None = None):
+    """The target as this frame evaluates it; refused when the view layer does not evaluate it and it moves.
+    ``layer``: :attr:`ArmatureFrame.layer`, when at hand."""
     ev = target.evaluated_get(depsgraph)
     if (target.animation_data is not None or target.parent is not None or len(target.constraints)) \
-            and not _in_view_layer(target, ev, depsgraph):
+            and not _in_view_layer(target, ev, depsgraph, layer):
         raise ChainError(f"{label} '{target.name}' is not evaluated in this view layer (hidden, disabled, excluded "
                          "or in another scene), so its animation cannot be followed; show it in this view layer")
     return ev
 
 
-def _in_view_layer(target, ev, depsgraph) -> bool:
+def _in_view_layer(target, ev, depsgraph, layer: tuple[bool, Any] | None = None) -> bool:
     """Whether the depsgraph evaluates ``target`` as a member of its view layer. An object our chains only
     point to may have an evaluated copy that nothing animates; Blender's own IK adds a relation, which
-    an add-on cannot."""
+    an add-on cannot. ``layer``: the depsgraph's ``(mode == 'RENDER', view_layer)``, if already read."""
     if not ev.is_evaluated:
         return False
-    if depsgraph.mode == 'RENDER':
+    if layer is None:
+        layer = depsgraph.mode == 'RENDER', depsgraph.view_layer
+    render, view_layer = layer
+    if render:
         return True
-    view_layer = depsgraph.view_layer
     if target.visible_get(view_layer=view_layer):  # the common case, without a lookup by name
         return True
     # Invisible: evaluated only when merely hidden (the eye), not when excluded, in another scene or
@@ -254,12 +271,12 @@ def rest_side(ob, plan: ChainPlan, placed: int) -> tuple[float, float, float]:
     return side
 
 
-def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
+def world_position(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None) -> Vector:
     """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
 
     The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix.
     """
-    ev = _evaluated(target, depsgraph, label)
+    ev = _evaluated(target, depsgraph, label, layer)
     if target.type == 'ARMATURE' and bone_name:
         point = ev.matrix_world @ _pose_bone(target, ev, bone_name, label).head
     else:
@@ -270,9 +287,9 @@ def world_position(target, bone_name: str, depsgraph, label: str) -> Vector:
     return point
 
 
-def world_matrix(target, bone_name: str, depsgraph, label: str) -> np.ndarray:
+def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None) -> np.ndarray:
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
-    ev = _evaluated(target, depsgraph, label)
+    ev = _evaluated(target, depsgraph, label, layer)
     matrix = adapter.matrix_to_np(ev.matrix_world)
     if target.type == 'ARMATURE' and bone_name:
         matrix = matrix @ adapter.matrix_to_np(_pose_bone(target, ev, bone_name, label).matrix)

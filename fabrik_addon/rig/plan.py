@@ -308,22 +308,24 @@ def check_dependencies(ob, chain, plan: ChainPlan) -> None:
                          f"'{by}' moves; chains that follow other chains are not supported")
 
 
-def check_references_once(ob, chain, plan: ChainPlan) -> None:
+def check_references_once(ob, chain, plan: ChainPlan, ob_hangs: bool | None = None) -> None:
     """:func:`check_references` once per layout, then only whether the target still exists, and
     :func:`check_dependencies` again each frame for a target, pole or armature that has a parent or
     constraints (parenting changes no chain setting).
 
     Everything else it checks changes only through a chain setting, an armature edit, undo or a file
     load, each of which rebuilds the layout; a deleted target or pole object reads as None.
+    ``ob_hangs``: ``_hangs(ob)`` when already known this frame.
     """
-    if chain.target is None:
+    target = chain.target
+    if target is None:
         raise ChainError("Pick a target object")
     if not plan.references_checked:
         check_references(ob, chain, plan.bones)
         check_dependencies(ob, chain, plan)
         plan.references_checked = True
-    elif _hangs(chain.target) or _hangs(chain.pole) or _hangs(ob):  # parented since, or constrained: again
-        check_dependencies(ob, chain, plan)
+    elif _hangs(target) or _hangs(chain.pole) or (_hangs(ob) if ob_hangs is None else ob_hangs):
+        check_dependencies(ob, chain, plan)  # parented since, or constrained: again
 
 
 def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: str, required: bool) -> None:

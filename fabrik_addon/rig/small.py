@@ -84,7 +84,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, stretch: bool) -> StartPose
 
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
-    check_references_once(arm.ob, chain, plan)
+    check_references_once(arm.ob, chain, plan, arm.hangs)
     pose = _start_pose(arm, plan, chain.use_stretch)
     joints = pose.joints
     placed = placed_count(chain, len(plan.idx))

@@ -245,6 +245,9 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
 
     Newton steps from 0, each at most ``MAX_TOTAL_STEP`` of total curl, until one crosses the root; then
     Newton steps kept inside the bracket (bisection when they leave it) to full precision.
+
+    :func:`_evaluate` is written out inline (the same operations in the same order, so the same floats):
+    it runs a few times per chain per frame, where a Python call costs as much as its arithmetic.
     """
     f0, df = _evaluate(across, 0.0, offset)
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
@@ -259,21 +262,38 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
         sign = 1.0 if positive else -1.0
     cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
+    cos, sin = math.cos, math.sin
+    top = len(across) - 1
+    last, last_d = across[top], top * across[top]
+    # Horner terms from the second highest down: (a_k, k * a_k), as _evaluate multiplies them.
+    terms = [(across[k], k * across[k]) for k in range(top - 1, -1, -1)]
     c, f = 0.0, f0
     lo, hi = 0.0, math.nan  # F has the sign of f0 at lo and the other sign at hi, once bracketed
     for _ in range(8 * n + 64):
         step = -f / df if df != 0.0 else 0.0
         if hi != hi:  # not bracketed yet (hi is NaN)
-            if step * sign > 0.0:  # Newton heads the right way
-                step = max(-cap, min(cap, step))
+            if step * sign > 0.0:  # Newton heads the right way (clamped as max(-cap, min(cap, step)))
+                if cap < step:
+                    step = cap
+                if -cap > step:
+                    step = -cap
             else:
                 step = sign * cap
-            new = max(-limit, min(limit, c + step))
+            new = c + step  # max(-limit, min(limit, c + step))
+            if limit < new:
+                new = limit
+            if -limit > new:
+                new = -limit
         else:
             new = c + step
             if not (min(lo, hi) < new < max(lo, hi)):
                 new = 0.5 * (lo + hi)
-        f_new, df_new = _evaluate(across, new, offset)
+        z = complex(cos(new), sin(new))
+        s, d = last, last_d
+        for a, ka in terms:
+            s = s * z + a
+            d = d * z + ka
+        f_new, df_new = offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
         if abs(f_new) <= small:
             return new
         if (f_new > 0.0) != positive:
