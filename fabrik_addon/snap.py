@@ -18,6 +18,7 @@ from bpy.props import BoolProperty
 from mathutils import Matrix, Vector
 
 from . import adapter, compat, handlers, pole
+from .polls import armature_in_pose_mode
 from .rig.base_pose import capture_base, capture_scale
 from .rig.plan import ChainError, chain_bones, check_references
 from .solver.prepare import EPS
@@ -450,17 +451,6 @@ def _key_transform(thing, bone_name: str, rotation: bool, frame: int) -> None:
 # --- operators -----------------------------------------------------------------------------------------------
 
 
-def _poll(cls, context) -> bool:
-    ob = context.object
-    if ob is None or ob.type != 'ARMATURE' or context.mode != 'POSE':
-        cls.poll_message_set("Select an armature in Pose Mode")
-        return False
-    if not len(ob.fabrik.chains):
-        cls.poll_message_set("This armature has no FABRIK chains")
-        return False
-    return True
-
-
 def _indices(ob, all_chains: bool) -> list[int]:
     settings = ob.fabrik
     if all_chains:
@@ -469,7 +459,19 @@ def _indices(ob, all_chains: bool) -> list[int]:
 
 
 class _Snap:
-    """What both snap operators share: the keying default and the report."""
+    """What both snap operators share: the poll test, the keying default and the report."""
+
+    @classmethod
+    def can_snap(cls, context) -> bool:
+        """An armature in Pose Mode with chains; otherwise say why not."""
+        ob = armature_in_pose_mode(context)
+        if ob is None:
+            cls.poll_message_set("Select an armature in Pose Mode")
+            return False
+        if not len(ob.fabrik.chains):
+            cls.poll_message_set("This armature has no FABRIK chains")
+            return False
+        return True
 
     def keyframe_wanted(self, context) -> bool:
         """``keyframe`` as given, else the scene's auto-keying."""
@@ -510,7 +512,7 @@ class POSE_OT_fabrik_snap_ik_to_fk(_Snap, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _poll(cls, context)
+        return cls.can_snap(context)
 
     def execute(self, context):
         ob = context.object
@@ -541,7 +543,7 @@ class POSE_OT_fabrik_snap_fk_to_ik(_Snap, bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        return _poll(cls, context)
+        return cls.can_snap(context)
 
     def execute(self, context):
         ob = context.object

@@ -31,6 +31,16 @@ class _FabrikPanel:
     bl_category = "FABRIK"
 
 
+class _ChainPanel(_FabrikPanel):
+    """A sub-panel about the active chain: shown while the active armature has one."""
+
+    bl_parent_id = "VIEW3D_PT_fabrik"
+
+    @classmethod
+    def poll(cls, context):
+        return active_chain(context) is not None
+
+
 class VIEW3D_PT_fabrik(_FabrikPanel, bpy.types.Panel):
     bl_idname = "VIEW3D_PT_fabrik"
     bl_label = "FABRIK IK"
@@ -66,14 +76,9 @@ class VIEW3D_PT_fabrik(_FabrikPanel, bpy.types.Panel):
             box.label(text=iface_("Solved together with: {}").format(chain.group), icon='LINKED', translate=False)
 
 
-class VIEW3D_PT_fabrik_chain(_FabrikPanel, bpy.types.Panel):
+class VIEW3D_PT_fabrik_chain(_ChainPanel, bpy.types.Panel):
     bl_idname = "VIEW3D_PT_fabrik_chain"
     bl_label = "Chain"
-    bl_parent_id = "VIEW3D_PT_fabrik"
-
-    @classmethod
-    def poll(cls, context):
-        return active_chain(context) is not None
 
     def draw(self, context):
         layout = self.layout
@@ -132,15 +137,10 @@ class VIEW3D_PT_fabrik_limit(_FabrikPanel, bpy.types.Panel):
             col.prop(limit, "hinge_max")
 
 
-class VIEW3D_PT_fabrik_bake(_FabrikPanel, bpy.types.Panel):
+class VIEW3D_PT_fabrik_bake(_ChainPanel, bpy.types.Panel):
     bl_idname = "VIEW3D_PT_fabrik_bake"
     bl_label = "Bake"
-    bl_parent_id = "VIEW3D_PT_fabrik"
     bl_options = {'DEFAULT_CLOSED'}
-
-    @classmethod
-    def poll(cls, context):
-        return active_chain(context) is not None
 
     def draw(self, context):
         layout = self.layout
@@ -152,14 +152,9 @@ class VIEW3D_PT_fabrik_bake(_FabrikPanel, bpy.types.Panel):
         layout.label(text="Baking switches the chains off; tick them to go live again", icon='INFO')
 
 
-class VIEW3D_PT_fabrik_ikfk(_FabrikPanel, bpy.types.Panel):
+class VIEW3D_PT_fabrik_ikfk(_ChainPanel, bpy.types.Panel):
     bl_idname = "VIEW3D_PT_fabrik_ikfk"
     bl_label = "IK/FK"
-    bl_parent_id = "VIEW3D_PT_fabrik"
-
-    @classmethod
-    def poll(cls, context):
-        return active_chain(context) is not None
 
     def draw(self, context):
         draw_ikfk(self.layout, active_chain(context))

@@ -6,6 +6,7 @@ Used by the Blender tests (through ``tests/blender/rigs.py``), ``scripts/demo.py
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -140,3 +141,32 @@ def world_tail(ob, bone: str) -> np.ndarray:
 def world_head(ob, bone: str) -> np.ndarray:
     ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
     return np.array(ev.matrix_world @ ev.pose.bones[bone].head)
+
+
+def planar_chain(name: str, count: int):
+    """A chain up +Z curving toward +Y in the YZ plane, roll 0: every bone's local X is world X."""
+    bones, head = [], (0.0, 0.0, 0.0)
+    angles = np.linspace(0.0, 0.5, count)
+    for i in range(count):
+        step = 2.0 / count
+        tail = (0.0, head[1] + step * math.sin(angles[i]), head[2] + step * math.cos(angles[i]))
+        bones.append((f"b{i}", head, tail, f"b{i - 1}" if i else None, i > 0, 0.0))
+        head = tail
+    return armature(name, bones)
+
+
+def relative_rotations(ob, names: list[str]) -> list:
+    """Each child's pose rotation relative to its parent, rest offset removed (what a hinge turns), from
+    the evaluated pose."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    out = []
+    for parent, child in zip(names, names[1:]):
+        p, c = ev.pose.bones[parent], ev.pose.bones[child]
+        rest = p.bone.matrix_local.inverted() @ c.bone.matrix_local
+        out.append(((p.matrix @ rest).inverted() @ c.matrix).to_quaternion())
+    return out
+
+
+def off_x(q) -> float:
+    """Degrees between rotation ``q`` and the nearest pure turn about local X."""
+    return math.degrees(2.0 * math.asin(min(1.0, math.hypot(q.y, q.z) / max(q.magnitude, 1e-12))))

@@ -25,6 +25,7 @@ import numpy as np
 from mathutils import Quaternion
 
 import fabrik_addon
+from rigkit.blender import armature
 
 FRAMES = 400  # the target's loop takes this many frames: step 0.3-0.4% of the chain's length
 POP_DEGREES = 5.0
@@ -123,21 +124,10 @@ def _fcurves(ob):
 
 
 def build_armature(name: str, rig: Rig, location=(0.0, 0.0, 0.0)):
-    data = bpy.data.armatures.new(name)
-    ob = bpy.data.objects.new(name, data)
-    ob.location = location
-    bpy.context.scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    bpy.ops.object.mode_set(mode='EDIT')
-    previous = None
-    for k in range(len(rig.joints) - 1):
-        eb = data.edit_bones.new(f"b{k}")
-        eb.head, eb.tail, eb.roll = rig.joints[k], rig.joints[k + 1], 0.0
-        if previous is not None:
-            eb.parent, eb.use_connect = previous, True
-        previous = eb
-    bpy.ops.object.mode_set(mode='OBJECT')
-    return ob
+    """The rig's joints as a connected chain of bones ``b0``, ``b1``, ..., roll 0."""
+    joints = rig.joints
+    return armature(name, [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0, 0.0)
+                           for k in range(len(joints) - 1)], location)
 
 
 def _empty(name: str, location) -> Any:

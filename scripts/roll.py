@@ -28,65 +28,19 @@ from mathutils import Matrix
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fabrik_addon  # noqa: E402
+from rigkit.blender import armature as _armature  # noqa: E402
+from rigkit.blender import empty, off_x, planar_chain, relative_rotations  # noqa: E402
+
+
+def armature(name: str, bones: list[tuple]):
+    """``bones`` = [(name, head, tail, parent or None), ...], connected under their parent, roll 0."""
+    return _armature(name, [(bone, head, tail, parent, parent is not None, 0.0) for bone, head, tail, parent in bones])
 
 FRAMES = list(range(1, 121))
 
 
 def reset() -> None:
     bpy.ops.wm.read_factory_settings(use_empty=True)
-
-
-def armature(name: str, bones: list[tuple]):
-    """``bones`` = [(name, head, tail, parent or None), ...], connected, roll 0."""
-    data = bpy.data.armatures.new(name)
-    ob = bpy.data.objects.new(name, data)
-    bpy.context.scene.collection.objects.link(ob)
-    bpy.context.view_layer.objects.active = ob
-    bpy.ops.object.mode_set(mode='EDIT')
-    for bone_name, head, tail, parent in bones:
-        eb = data.edit_bones.new(bone_name)
-        eb.head, eb.tail, eb.roll = head, tail, 0.0
-        if parent:
-            eb.parent = data.edit_bones[parent]
-            eb.use_connect = True
-    bpy.ops.object.mode_set(mode='OBJECT')
-    return ob
-
-
-def empty(name: str, location):
-    ob = bpy.data.objects.new(name, None)
-    ob.location = location
-    bpy.context.scene.collection.objects.link(ob)
-    return ob
-
-
-def planar_chain(name: str, count: int):
-    """A chain up +Z bending toward +Y in the YZ plane (so every bone's local X is world X)."""
-    bones, head = [], (0.0, 0.0, 0.0)
-    total = 2.0
-    angles = np.linspace(0.0, 0.5, count)  # the chain curves toward +Y
-    for i in range(count):
-        step = total / count
-        tail = (0.0, head[1] + step * math.sin(angles[i]), head[2] + step * math.cos(angles[i]))
-        bones.append((f"b{i}", head, tail, f"b{i - 1}" if i else None))
-        head = tail
-    return armature(name, bones)
-
-
-def relative_rotations(ob, names: list[str]) -> list:
-    """Each child's rotation relative to its parent (rest offset removed), from the evaluated pose."""
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    out = []
-    for parent, child in zip(names, names[1:]):
-        p, c = ev.pose.bones[parent], ev.pose.bones[child]
-        rest = p.bone.matrix_local.inverted() @ c.bone.matrix_local
-        out.append(((p.matrix @ rest).inverted() @ c.matrix).to_quaternion())
-    return out
-
-
-def off_x(q) -> float:
-    """Degrees between rotation ``q`` and the nearest pure turn about local X."""
-    return math.degrees(2.0 * math.asin(min(1.0, math.hypot(q.y, q.z) / max(q.magnitude, 1e-12))))
 
 
 def tip_error(ob, tip: str, target) -> float:

@@ -17,7 +17,7 @@ from .hinge_plane import planar_hinge_pose
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
-from .rotations import matrix_from_two_vectors
+from .rotations import matrix_from_two_vectors, roll_turn_floats
 from .soft import (
     DEFAULT_MAX_STRETCH,
     DEFAULT_SOFTNESS,
@@ -144,7 +144,7 @@ def solve_chain(
                 out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
                 done = converged = True
         if not done:
-            out, error, iterations, converged = limited_run(prep.joints[0], *args, resolved,
+            out, error, iterations, converged = run_limited(prep.joints[0], *args, resolved,
                                                             None if prep.unreachable[0] else start3)
         if frames is None:
             frames = resolved.frames_of(out)
@@ -358,25 +358,6 @@ def run_limited(
     min_improvement: float,
     limits: ResolvedLimits,
     original: np.ndarray | None = None,
-) -> tuple[np.ndarray, float, int]:
-    """:func:`limited_run` without its ``converged`` flag."""
-    out, error, iterations, _ = limited_run(joints, target, pole, dirs, lengths, unreachable, tolerance,
-                                            max_iterations, min_improvement, limits, original)
-    return out, error, iterations
-
-
-def limited_run(
-    joints: np.ndarray,
-    target: np.ndarray,
-    pole: np.ndarray | None,
-    dirs: np.ndarray,
-    lengths: np.ndarray,
-    unreachable: bool,
-    tolerance: float,
-    max_iterations: int,
-    min_improvement: float,
-    limits: ResolvedLimits,
-    original: np.ndarray | None = None,
 ) -> tuple[np.ndarray, float, int, bool]:
     """:func:`run_fabrik` with limits, restarted from other poses when it settles short of the target.
 
@@ -501,17 +482,10 @@ def turn_toward_pole(xs: list[float], ys: list[float], zs: list[float], pole: np
     mx = sum(xs[1:n]) / (n - 1) - ax
     my = sum(ys[1:n]) / (n - 1) - ay
     mz = sum(zs[1:n]) / (n - 1) - az
-    wx, wy, wz = px - ax, py - ay, pz - az
-    t = mx * kx + my * ky + mz * kz
-    mx, my, mz = mx - t * kx, my - t * ky, mz - t * kz
-    t = wx * kx + wy * ky + wz * kz
-    wx, wy, wz = wx - t * kx, wy - t * ky, wz - t * kz
-    m = math.sqrt(mx * mx + my * my + mz * mz)
-    w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    if m <= tiny or w <= tiny:
+    turn = roll_turn_floats(mx, my, mz, px - ax, py - ay, pz - az, kx, ky, kz, tiny)
+    if turn is None:
         return
-    c = (mx * wx + my * wy + mz * wz) / (m * w)
-    s = (kx * (my * wz - mz * wy) + ky * (mz * wx - mx * wz) + kz * (mx * wy - my * wx)) / (m * w)
+    c, s = turn
     for i in range(1, last):
         # Rodrigues' rotation of the joint's offset from the root about unit axis k by (c, s).
         vx, vy, vz = xs[i] - ax, ys[i] - ay, zs[i] - az

@@ -203,3 +203,23 @@ def slerp_quaternions(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> np.ndarray
     wb = np.where(near, t, np.sin(t * theta) / safe)
     out = wa[..., None] * a + wb[..., None] * b
     return out / np.linalg.norm(out, axis=-1, keepdims=True)
+
+
+def roll_turn_floats(mx: float, my: float, mz: float, wx: float, wy: float, wz: float,
+                     kx: float, ky: float, kz: float, tiny: float) -> tuple[float, float] | None:
+    """Cosine and sine of the turn about unit axis ``k`` that carries vector ``m``'s part across ``k`` onto
+    the direction of ``w``'s part across it; None when either part is shorter than ``tiny``.
+
+    The rigid roll of a chain's mean bend onto its pole (FABRIK's pole step and the curled start's).
+    """
+    t = mx * kx + my * ky + mz * kz
+    mx, my, mz = mx - t * kx, my - t * ky, mz - t * kz
+    t = wx * kx + wy * ky + wz * kz
+    wx, wy, wz = wx - t * kx, wy - t * ky, wz - t * kz
+    m = math.sqrt(mx * mx + my * my + mz * mz)
+    w = math.sqrt(wx * wx + wy * wy + wz * wz)
+    if m <= tiny or w <= tiny:
+        return None
+    c = (mx * wx + my * wy + mz * wz) / (m * w)
+    s = (kx * (my * wz - mz * wy) + ky * (mz * wx - mx * wz) + kz * (mx * wy - my * wx)) / (m * w)
+    return c, s

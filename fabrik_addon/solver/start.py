@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .rotations import perpendicular_floats, turn_floats
+from .rotations import perpendicular_floats, roll_turn_floats, turn_floats
 
 # Relative size below which a distance or offset counts as zero (as in .prepare).
 EPS = 1e-9
@@ -314,16 +314,10 @@ def _roll_to_pole(ox: list[float], oy: list[float], oz: list[float], ux: float, 
     until their mean faces the pole offset ``w``."""
     n = len(ox) - 1
     mx, my, mz = math.fsum(ox[1:n]) / (n - 1), math.fsum(oy[1:n]) / (n - 1), math.fsum(oz[1:n]) / (n - 1)
-    t = mx * ux + my * uy + mz * uz
-    mx, my, mz = mx - t * ux, my - t * uy, mz - t * uz
-    t = wx * ux + wy * uy + wz * uz
-    wx, wy, wz = wx - t * ux, wy - t * uy, wz - t * uz
-    m = math.sqrt(mx * mx + my * my + mz * mz)
-    w = math.sqrt(wx * wx + wy * wy + wz * wz)
-    if m <= tiny or w <= tiny:
+    turn = roll_turn_floats(mx, my, mz, wx, wy, wz, ux, uy, uz, tiny)
+    if turn is None:
         return
-    c = (mx * wx + my * wy + mz * wz) / (m * w)
-    s = (ux * (my * wz - mz * wy) + uy * (mz * wx - mx * wz) + uz * (mx * wy - my * wx)) / (m * w)
+    c, s = turn
     for k in range(1, n):
         vx, vy, vz = ox[k], oy[k], oz[k]
         t = (vx * ux + vy * uy + vz * uz) * (1.0 - c)

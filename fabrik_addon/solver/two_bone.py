@@ -79,8 +79,8 @@ def solve_two_bone(
         resolved = resolve_limits(limits, start3)
         if resolved.violations(out).max() > LIMIT_SLACK:
             dirs = np.diff(start3, axis=0) / lengths[:, None]
-            out, error, extra = run_limited(out, goal, pole3, dirs, lengths, False, tolerance, max_iterations,
-                                           DEFAULT_MIN_IMPROVEMENT, resolved)
+            out, error, extra, _ = run_limited(out, goal, pole3, dirs, lengths, False, tolerance, max_iterations,
+                                               DEFAULT_MIN_IMPROVEMENT, resolved)
             iterations += extra
         frames = resolved.frames_of(out)
     if goal is not tgt:

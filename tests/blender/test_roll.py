@@ -6,37 +6,9 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Quaternion
-from rigs import add_chain, armature, empty
+from rigs import add_chain, armature, empty, off_x, planar_chain, relative_rotations
 
 MODES = ['QUATERNION', 'XYZ', 'ZXY', 'AXIS_ANGLE']
-
-
-def planar_chain(name: str, count: int):
-    """A chain up +Z curving toward +Y in the YZ plane, roll 0: every bone's local X is world X."""
-    bones, head = [], (0.0, 0.0, 0.0)
-    angles = np.linspace(0.0, 0.5, count)
-    for i in range(count):
-        step = 2.0 / count
-        tail = (0.0, head[1] + step * math.sin(angles[i]), head[2] + step * math.cos(angles[i]))
-        bones.append((f"b{i}", head, tail, f"b{i - 1}" if i else None, i > 0, 0.0))
-        head = tail
-    return armature(name, bones)
-
-
-def relative_rotations(ob, names):
-    """Each child's pose rotation relative to its parent, rest offset removed (what a hinge turns)."""
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    out = []
-    for parent, child in zip(names, names[1:]):
-        p, c = ev.pose.bones[parent], ev.pose.bones[child]
-        rest = p.bone.matrix_local.inverted() @ c.bone.matrix_local
-        out.append(((p.matrix @ rest).inverted() @ c.matrix).to_quaternion())
-    return out
-
-
-def off_x(q) -> float:
-    """Degrees between rotation ``q`` and the nearest pure turn about local X."""
-    return math.degrees(2.0 * math.asin(min(1.0, math.hypot(q.y, q.z) / q.magnitude)))
 
 
 def world_joints(ob, names):
