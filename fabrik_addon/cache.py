@@ -36,6 +36,8 @@ class RigCache:
     # Bones with a stored base scale (stretched now or until now); a set: numpy's any() costs ~3 us a call.
     scaled: set[int] = field(default_factory=set)
     rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
+    # Each ``rel``'s rotation, conjugated (mathutils Quaternions): the few-chain path's local rotations.
+    rel_inverse_rotations: list = field(default_factory=list)
     plans: dict = field(default_factory=dict)  # chain plans by settings generation
     # Base rotations (mathutils, never mutated by readers) of bones whose rotation is neither keyed
     # nor driven; dropped when the base is captured again or the action changes.
@@ -116,6 +118,7 @@ def _build(ob, key: tuple) -> RigCache:
     cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
     cache.scaled = {i for i, pb in enumerate(ob.pose.bones) if pb.fabrik_base.scale_captured}
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
+    cache.rel_inverse_rotations = [m.to_quaternion().conjugated() for m in cache.rel_matrices]
     return cache
 
 

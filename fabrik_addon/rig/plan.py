@@ -31,6 +31,8 @@ class ChainPlan:
     scale_free: list[int] = field(default_factory=list)
     # Side the rest chain bends to, in its root bone's rest axes, by number of placed bones (rest data).
     sides: dict[int, tuple[float, float, float]] = field(default_factory=dict)
+    # The few-chain path's last pose without IK, with the exact inputs it was made from (.small._start_pose).
+    start_pose: tuple | None = None
 
 
 @dataclass

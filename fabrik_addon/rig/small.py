@@ -38,13 +38,22 @@ from .plan import ChainError, ChainPlan, check_references_once
 
 @dataclass(eq=False, slots=True)
 class StartPose:
-    """One chain's pose without IK, in mathutils: where its solve starts and its rotations blend from."""
+    """One chain's pose without IK, in mathutils: where its solve starts and its rotations blend from.
+
+    Kept on the chain's plan while the inputs it was made from stay the same (:func:`_start_pose`), so
+    nothing may change it in place.
+    """
 
     parent: Matrix  # armature-space matrix of the root's parent
     pre: list[Matrix]  # armature-space matrix of each bone
     base: list[Quaternion]  # each bone's local rotation
     joints: list[Vector]  # heads, then the tip's tail
     scales: list[Vector] | None  # each bone's scale without IK where it may stretch, else None
+    rotations: list[Quaternion]  # each bone's armature-space rotation (of ``pre``)
+    segments: list[float]  # length of each placed bone, joint to joint
+    short: list[bool] | None  # each placed bone too short to turn, or None when none is
+    scale_checked: bool = False  # chain_inputs found the scales solvable (non-stretching chains)
+    frame: tuple | None = None  # orient.start_frame_floats of the placed joints, on first use
 
 
 def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
@@ -56,46 +65,71 @@ def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
             diagnostics.record(chain, 'INVALID', str(error))
 
 
-def _start_pose(arm: ArmatureFrame, plan: ChainPlan, stretch: bool) -> StartPose:
-    """Forward kinematics from the parent, the base rotations and the evaluated location and scale."""
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
+    """Forward kinematics from the parent, the base rotations and the evaluated location and scale.
+
+    The pose without IK seldom changes while its target moves: the result is kept on ``plan`` with the
+    exact values it was made from (floats compared with ``==``, never mathutils' one-ULP equality) and
+    given back while they repeat, with what was derived from it (segments, checks, the start frame).
+    Chains that stretch, or sit below a bone another chain moved this frame, are made afresh each time.
+    """
     cache = arm.cache
     evaluated = arm.ev_bones
+    names = cache.names
     p = plan.parent
     if p < 0:
-        parent = Matrix.Identity(4)
+        parent, key = Matrix.Identity(4), [None]
     elif not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
-        parent = evaluated[cache.names[p]].matrix.copy()
+        parent = evaluated[names[p]].matrix.copy()
+        key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
     else:
-        parent = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist())
-    base, pre = [], []
+        parent, key = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist()), None
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
-    scales = [base_scale(arm, cache.names[i]) for i in plan.idx] \
-        if stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
-    m = parent
-    for k, i in enumerate(plan.idx):
+    scales = [base_scale(arm, names[i]) for i in plan.idx] \
+        if chain.use_stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
+    if scales is not None:
+        key = None
+    base, channels = [], []
+    for i in plan.idx:
         q = base_rotation(arm.ob, arm.ev, cache, i)
-        pb = evaluated[cache.names[i]]
-        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(pb.location, q, pb.scale if scales is None else scales[k])
+        pb = evaluated[names[i]]
+        location, scale = pb.location[:], pb.scale[:]
         base.append(q)
+        channels.append((location, scale))
+        if key is not None:
+            key += (q[:], location, scale)
+    memo = plan.start_pose
+    if key is not None and memo is not None and memo[0] == key:
+        return memo[1]
+    m = parent
+    pre = []
+    for k, i in enumerate(plan.idx):
+        location, scale = channels[k]
+        m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, base[k], scale if scales is None else scales[k])
         pre.append(m)
     joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
-    return StartPose(parent, pre, base, joints, scales)
+    placed = placed_count(chain, len(plan.idx))
+    segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
+    limit = ZERO_LENGTH * max(1.0, max(segments, default=0.0))
+    short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
+    pose = StartPose(parent, pre, base, joints, scales, [mk.to_quaternion() for mk in pre], segments, short)
+    if key is not None:
+        plan.start_pose = (key, pose)
+    return pose
 
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan) -> None:
     check_references_once(arm.ob, chain, plan, arm.hangs)
-    pose = _start_pose(arm, plan, chain.use_stretch)
-    joints = pose.joints
-    placed = placed_count(chain, len(plan.idx))
-    segments = [(joints[k + 1] - joints[k]).length for k in range(placed)]
-    longest = max(segments, default=0.0)
-    limit = ZERO_LENGTH * max(1.0, longest)
-    short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
-    inputs = chain_inputs(arm, chain, plan, joints, pose.pre, pose.parent, short)
-    result = _solve_points(inputs, segments)
+    pose = _start_pose(arm, plan, chain)
+    placed = len(pose.segments)
+    inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
+                          () if pose.scale_checked else None)
+    pose.scale_checked = pose.scales is None
+    result = _solve_points(inputs, pose.segments)
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
+    segments = pose.segments
     stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
         if chain.use_stretch and placed and segments[0] > 0.0 else 1.0
     _write(arm, inputs, pose, result, stretch)
@@ -150,44 +184,51 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     influence = inputs.chain.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
-    turns: list[Matrix] | None = None
+    turns: list[Quaternion] | None = None
     solved = result.joints
     transport = None  # the chain's turn so far, a Quaternion, when the bones are parallel transported
     if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
         # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
-        turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()) for k in range(placed)]
+        turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()).to_quaternion() for k in range(placed)]
     elif placed and inputs.limits is not None:
-        turns = [Matrix(rows) for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
+        turns = [Matrix(rows).to_quaternion() for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
     elif placed:
         # orient.chain_turns_floats with its per-bone loop below in mathutils (C: a fraction of the cost)
-        side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-        transport = Matrix(orient.chain_frame_turn_floats(joints[:placed + 1], solved, inputs.pole,
-                                                          side)).to_quaternion()
+        start_frame = pose.frame
+        if start_frame is None:
+            side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
+            start_frame = pose.frame = orient.start_frame_floats(joints[:placed + 1], side)
+        transport = Matrix(orient.solved_frame_turn_floats(start_frame, solved, inputs.pole)).to_quaternion()
     rotations = []
     scales: list[Vector] = []
-    above = pose.parent
     last = len(plan.idx) - 1
     stretching = pose.scales is not None and inputs.chain.use_stretch
+    # Uniform scale (checked by chain_inputs unless the chain stretches): a bone's local rotation is its
+    # parent's armature-space rotation, undone, composed with its own, all quaternions (a few mathutils
+    # calls a bone where the 4x4 matrices took a dozen).
+    above = pose.parent if stretching else pose.parent.to_quaternion().conjugated()
+    inverse_rest = cache.rel_inverse_rotations
+    check = 0.0
     for k, i in enumerate(plan.idx):
         m = pose.pre[k]
         if frame is not None and k == last:
-            rotation = Matrix(frame.tolist())
+            world = Matrix(frame.tolist()).to_quaternion()
         elif turns is not None:
-            rotation = turns[k] @ m.to_3x3().normalized()
+            world = turns[k] @ pose.rotations[k]
         else:
             assert transport is not None
             transport = (transport @ (joints[k + 1] - joints[k])).rotation_difference(solved[k + 1] - solved[k]) \
                 @ transport
-            rotation = transport.to_matrix() @ m.to_3x3().normalized()
+            world = transport @ pose.rotations[k]
         if not stretching:
-            ik = Matrix.LocRotScale(solved[k], rotation.to_quaternion(), m.to_scale())
-            q = ((above @ cache.rel_matrices[i]).inverted() @ ik).to_3x3().normalized().to_quaternion()
+            q = (inverse_rest[i] @ above @ world).normalized()
+            above = world.conjugated()
         else:
             assert pose.scales is not None
             grow = stretch if k < inputs.placed else 1.0
-            q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
+            q, scale = stretched_local(above @ cache.rel_matrices[i], world.to_matrix(), m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
-            ik = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
+            above = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
             # The solve already stretched toward the blended target (.inputs.blended_goal); influence 0 is
             # exactly the scale without IK.
             scales.append(pose.scales[k] if influence <= 0.0 else scale)
@@ -200,9 +241,9 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             q = start.slerp(q, influence)
         if q.dot(start) < 0.0:
             q.negate()
+        check += sum(q)
         rotations.append(q)
-        above = ik
-    if not math.isfinite(sum(sum(q) for q in rotations) + sum(v.x + v.y + v.z for v in scales)):
+    if not math.isfinite(check + sum(v.x + v.y + v.z for v in scales)):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
     originals, evaluated = arm.bones, arm.ev_bones
     keep_matrices = arm.keep_matrices

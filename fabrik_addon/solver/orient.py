@@ -223,6 +223,20 @@ def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[S
     """The chain's turn as one piece (step 1 of the module docstring), rows of a 3x3 matrix: what the
     Blender layer's few-chain path starts its per-bone loop (in mathutils) from.
 
+    :func:`start_frame_floats` of ``before``, then :func:`solved_frame_turn_floats`.
+    """
+    return solved_frame_turn_floats(start_frame_floats(before, side), after, pole)
+
+
+StartFrame = tuple[float, float, float, float, float, float, float, float, float, float, float]
+
+
+def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] | None = None) -> StartFrame:
+    """The start pose's half of :func:`chain_frame_turn_floats`: its axis ``k``, bend ``b`` and side
+    ``u`` (unit vectors), the side's weight and the length counted as zero, flat:
+    ``(kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny)``. It depends on the pose without IK alone, so
+    a caller may keep it while that pose holds.
+
     Written out without helper calls: it runs per chain per frame, where each Python call costs about
     as much as ten float operations.
     """
@@ -250,16 +264,6 @@ def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[S
         kx, ky, kz = float(p[0]) - rx, float(p[1]) - ry, float(p[2]) - rz
         k = sqrt(kx * kx + ky * ky + kz * kz)
     kx, ky, kz = kx / k, ky / k, kz / k
-    # k_sol
-    p, q = after[0], after[n]
-    ox, oy, oz = float(p[0]), float(p[1]), float(p[2])
-    lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
-    g = sqrt(lx * lx + ly * ly + lz * lz)
-    if g <= tiny:
-        q = after[1]
-        lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
-        g = sqrt(lx * lx + ly * ly + lz * lz)
-    lx, ly, lz = lx / g, ly / g, lz / g
     # u_pre: the side across k_pre
     ux = uy = uz = 0.0
     u = 0.0
@@ -285,6 +289,26 @@ def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[S
     bx, by, bz = bx - t * kx, by - t * ky, bz - t * kz
     b = sqrt(bx * bx + by * by + bz * bz)
     bx, by, bz = (bx / b, by / b, bz / b) if b > 1e-12 else (ux, uy, uz)
+    return kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny
+
+
+def solved_frame_turn_floats(start: StartFrame, after: Sequence[Sequence[float]],
+                             pole: Sequence[float] | None = None) -> Rows:
+    """The solved pose's half of :func:`chain_frame_turn_floats`: the turn carrying ``start``
+    (:func:`start_frame_floats`) onto the frame of ``after``, rows of a 3x3 matrix."""
+    kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny = start
+    sqrt = math.sqrt
+    n = len(after) - 1
+    # k_sol
+    p, q = after[0], after[n]
+    ox, oy, oz = float(p[0]), float(p[1]), float(p[2])
+    lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
+    g = sqrt(lx * lx + ly * ly + lz * lz)
+    if g <= tiny:
+        q = after[1]
+        lx, ly, lz = float(q[0]) - ox, float(q[1]) - oy, float(q[2]) - oz
+        g = sqrt(lx * lx + ly * ly + lz * lz)
+    lx, ly, lz = lx / g, ly / g, lz / g
     # b_sol: toward the pole, else the solved mean bend plus the side carried by the least aim
     cx = cy = cz = 0.0
     c = 0.0
