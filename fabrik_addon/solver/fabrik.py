@@ -235,24 +235,38 @@ def solve_points(
         if eased_in:
             out = settle_points(out, goal)
         return out, math.dist(out[-1], (tx, ty, tz)), iterations
-    distance = sqrt((tx - root[0]) ** 2 + (ty - root[1]) ** 2 + (tz - root[2]) ** 2)
+    return solve_floats(xs, ys, zs, lengths, (tx, ty, tz), pole, tolerance, int(max_iterations), min_improvement)
+
+
+def solve_floats(xs: list[float], ys: list[float], zs: list[float], lengths: list[float], target: Point,
+                 pole: Sequence[float] | None, tolerance: float, max_iterations: int,
+                 min_improvement: float = DEFAULT_MIN_IMPROVEMENT) -> tuple[list[Point], float, int]:
+    """:func:`solve_points` past its checks, without softness or stretch, for a caller that already holds
+    what they check: finite joint coordinates ``xs, ys, zs`` (not changed), their bone ``lengths`` as
+    :func:`solve_points` computes them (each above zero), a finite ``target`` of three floats and valid
+    settings. The pole is still checked."""
+    tx, ty, tz = target
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    total = sum(lengths)
+    sqrt = math.sqrt
+    distance = sqrt((tx - rx) ** 2 + (ty - ry) ** 2 + (tz - rz) ** 2)
     if distance >= total:  # unreachable: laid straight toward the target
-        ux, uy, uz = (tx - root[0]) / distance, (ty - root[1]) / distance, (tz - root[2]) / distance
-        out, reach = [root], 0.0
+        ux, uy, uz = (tx - rx) / distance, (ty - ry) / distance, (tz - rz) / distance
+        out, reach = [(rx, ry, rz)], 0.0
         for length in lengths:
             reach += length
-            out.append((root[0] + reach * ux, root[1] + reach * uy, root[2] + reach * uz))
+            out.append((rx + reach * ux, ry + reach * uy, rz + reach * uz))
         return out, distance - total, 0
     if pole is not None:
         pole = (float(pole[0]), float(pole[1]), float(pole[2]))
         if not math.isfinite(sum(pole)):
             raise ValueError("pole contains NaN or infinity")
-    xs, ys, zs = curled_start(xs, ys, zs, lengths, (tx, ty, tz), pole)
-    dirs = [((xs[i + 1] - xs[i]) / lengths[i], (ys[i + 1] - ys[i]) / lengths[i], (zs[i + 1] - zs[i]) / lengths[i])
-            for i in range(n)]
-    (xs, ys, zs), error, iterations = iterate(xs, ys, zs, lengths, (tx, ty, tz), pole, dirs, tolerance,
-                                              int(max_iterations), min_improvement, None)
-    return list(zip(xs, ys, zs)), error, iterations
+    cx, cy, cz = curled_start(xs, ys, zs, lengths, target, pole)
+    if cx is xs:  # returned unchanged: iterate works on copies
+        cx, cy, cz = xs[:], ys[:], zs[:]
+    (cx, cy, cz), error, iterations = iterate(cx, cy, cz, lengths, target, pole, None, tolerance, max_iterations,
+                                              min_improvement, None)
+    return list(zip(cx, cy, cz)), error, iterations
 
 
 def iterate(
@@ -262,7 +276,7 @@ def iterate(
     L: list[float],
     target: Point,
     pole: np.ndarray | Sequence[float] | None,
-    dirs: np.ndarray | Sequence[Sequence[float]],
+    dirs: np.ndarray | Sequence[Sequence[float]] | None,
     tolerance: float,
     max_iterations: int,
     min_improvement: float,
@@ -270,6 +284,8 @@ def iterate(
 ) -> tuple[tuple[list[float], list[float], list[float]], float, int]:
     """The backward-forward passes on one reachable chain held as coordinate lists (changed in place).
 
+    ``dirs``: each bone's unit direction, the fallback where a joint lands on the one it is pulled
+    toward; None (without limits only): the directions of the given pose, worked out when needed.
     Returns the best pose seen as ``(xs, ys, zs)``, its tip error and the iterations used.
     """
     n = len(L)
@@ -283,6 +299,10 @@ def iterate(
         if error <= tolerance:
             # The start (.start.curled_start) already faces the pole.
             return (xs, ys, zs), error, 0
+        if dirs is None:
+            dirs = [((xs[i + 1] - xs[i]) / L[i], (ys[i + 1] - ys[i]) / L[i], (zs[i + 1] - zs[i]) / L[i])
+                    for i in range(n)]
+    assert dirs is not None
 
     best: tuple[list[float], list[float], list[float]] | None = None
     best_error = math.inf
