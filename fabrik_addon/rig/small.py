@@ -109,6 +109,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
     evaluated = arm.ev_bones
     names = cache.names
     p = plan.parent
+    key: list | None
     if p < 0:
         parent, key = Matrix.Identity(4), [None]
     elif not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
@@ -260,22 +261,25 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     check = 0.0
     for k, i in enumerate(plan.idx):
         m = pose.pre[k]
-        if frame is not None and k == last:
-            world = Matrix(frame.tolist()).to_quaternion()
+        tip = frame is not None and k == last
+        if tip:
+            turn = None
         elif turns is not None:
-            world = turns[k] @ pose.rotations[k]
+            turn = turns[k]
         else:
             assert transport is not None
-            transport = (transport @ (joints[k + 1] - joints[k])).rotation_difference(solved[k + 1] - solved[k]) \
-                @ transport
-            world = transport @ pose.rotations[k]
+            transport = turn = (transport @ (joints[k + 1] - joints[k])).rotation_difference(
+                solved[k + 1] - solved[k]) @ transport
         if not stretching:
+            world = Matrix(frame.tolist()).to_quaternion() if turn is None else turn @ pose.rotations[k]
             q = (inverse_rest[i] @ above @ world).normalized()
             above = world.conjugated()
         else:
             assert pose.scales is not None
+            # The bone's own axes, turned: a stretched parent may have sheared them out of square.
+            rotation = Matrix(frame.tolist()) if turn is None else turn.to_matrix() @ m.to_3x3().normalized()
             grow = stretch if k < inputs.placed else 1.0
-            q, scale = stretched_local(above @ cache.rel_matrices[i], world.to_matrix(), m, pose.scales[k], grow)
+            q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
             above = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
             # The solve already stretched toward the blended target (.inputs.blended_goal); influence 0 is
@@ -284,7 +288,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         start = pose.base[k]
         if influence <= 0.0:  # exactly the pose without IK, not a solve that reproduces it to rounding
             q = start.copy()
-        elif influence < 1.0 and frame is not None and k == last:
+        elif influence < 1.0 and tip:
             # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
             # the target's orientation blends it.
             q = start.slerp(q, influence)

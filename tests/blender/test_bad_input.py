@@ -99,12 +99,16 @@ def test_a_solver_gone_wrong_never_writes_nan(monkeypatch, solve_path):
     def nan_points(points, *_args, **_kwargs):
         return [(float("nan"),) * 3 for _ in points], 0.0, 1
 
+    def nan_floats(xs, *_args, **_kwargs):
+        return [(float("nan"),) * 3 for _ in xs], 0.0, 1
+
     def nan_chains(joints, targets, **_kwargs):
         joints = np.full(np.shape(joints), np.nan)
         count = len(joints)
         return ChainResults(joints, np.zeros(count), np.ones(count, dtype=int), np.ones(count, dtype=bool))
 
     monkeypatch.setattr(small, "solve_points", nan_points)
+    monkeypatch.setattr(small, "solve_floats", nan_floats)
     monkeypatch.setattr(batch, "solve_chains", nan_chains)
     good_target.location = (0.8, -0.4, 1.8)
     bpy.context.view_layer.update()
