@@ -43,6 +43,7 @@ class Layout:
     dependent: list[list[ChainPlan]]  # chains below other chains, and trees: parents first
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
     moved: dict[str, str] = field(default_factory=dict)  # bone -> chain moving it (its own or an ancestor's)
+    batch: dict = field(default_factory=dict)  # the batched path's arrays for these plans (:func:`.batch._blocks`)
 
 
 def chain_bones(ob, chain) -> list[str]:
