@@ -29,7 +29,10 @@ def of(chain) -> Diagnostic:
 
 def record(chain, status: str, message: str = "", error: float = 0.0, iterations: int = 0,
            group: str | None = None) -> None:
-    entry = _results.setdefault(chain.as_pointer(), Diagnostic())
+    key = chain.as_pointer()
+    entry = _results.get(key)
+    if entry is None:  # (setdefault would build a Diagnostic on every call)
+        entry = _results[key] = Diagnostic()
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
     if group is not None:
         entry.group = group

@@ -314,9 +314,15 @@ def _gather(group: Group, requests: Requests) -> None:
     any_scaled = scale_flags.any(axis=1).tolist()
     local: dict[tuple, list[tuple]] = defaultdict(list)  # requests of this group: [(row, target, pole, softness)]
     solved, placed_by_row, influences = group.solved, group.placed, group.influence
+    last = None
     for c, (part, chain, plan) in enumerate(items):
-        arm = part.arm
-        settings = part.settings
+        if part is not last:  # what the armature's chains share
+            last, arm, settings = part, part.arm, part.settings
+            match, tolerances, iterations, softness = settings.match, settings.tolerance, settings.iterations, \
+                settings.softness
+            depsgraph, layer, inv_world_m, hangs, scale = arm.depsgraph, arm.layer, arm.inv_world_m, arm.hangs, \
+                arm.scale
+            render, view_layer = layer
         i = plan.index
         try:
             # check_references_once
@@ -326,13 +332,13 @@ def _gather(group: Group, requests: Requests) -> None:
             pole_ob = chain.pole
             if plan.references_checked:
                 moves = target_ob.parent is not None or len(target_ob.constraints) > 0  # _hangs(target)
-                if moves or _hangs(pole_ob) or arm.hangs:
+                if moves or _hangs(pole_ob) or hangs:
                     check_dependencies(arm.ob, chain, plan)
             else:
-                check_references_once(arm.ob, chain, plan, arm.hangs)
+                check_references_once(arm.ob, chain, plan, hangs)
                 moves = _hangs(target_ob)
             # chain_inputs
-            placed = n - 1 if settings.match[i] else n
+            placed = n - 1 if match[i] else n
             if any_scaled[c] or plan.scale_free:
                 check_pose_scale(plan, pre[c], parent[c], scale_flags[c].tolist() if any_scaled[c] else (),
                                  uniform=not settings.stretch[i])
@@ -340,9 +346,11 @@ def _gather(group: Group, requests: Requests) -> None:
                 for k in range(placed):
                     if short[c, k]:
                         raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
-            depsgraph, layer = arm.depsgraph, arm.layer
-            ev = target_ob.evaluated_get(depsgraph)  # world_position, with _evaluated inline
-            if (target_ob.animation_data is not None or moves) and not _in_view_layer(target_ob, ev, depsgraph, layer):
+            # world_position, with _evaluated and _in_view_layer's usual answer inline
+            ev = target_ob.evaluated_get(depsgraph)
+            if (target_ob.animation_data is not None or moves) \
+                    and not (ev.is_evaluated and (render or target_ob.visible_get(view_layer=view_layer))) \
+                    and not _in_view_layer(target_ob, ev, depsgraph, layer):
                 _evaluated(target_ob, depsgraph, "Target", layer)  # raises: not evaluated in this view layer
             if target_ob.type == 'ARMATURE' and chain.target_bone:
                 point = world_position(target_ob, chain.target_bone, depsgraph, "Target", layer)
@@ -351,39 +359,39 @@ def _gather(group: Group, requests: Requests) -> None:
                 x, y, z = point
                 if not (abs(x) <= FAR_AWAY and abs(y) <= FAR_AWAY and abs(z) <= FAR_AWAY):  # also false for NaN
                     raise ChainError(f"Target '{target_ob.name}' is at an invalid position (NaN or infinity)")
-            target = arm.inv_world_m @ point
+            target = inv_world_m @ point
             pole = None
             if pole_ob is not None:
-                pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer)
+                pole = inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer)
             if placed < n:  # the tip takes the target's orientation
                 group.frames[c] = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target",
                                                                layer)
-            start = every[c, :placed + 1]
             influence = settings.influence[i]
             if influence < 1.0 and placed:
-                target, pole = blended_goal(start, target, pole, influence)
+                target, pole = blended_goal(every[c, :placed + 1], target, pole, influence)
             limits = None
             if plan.limited:
                 limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre[c]],
-                                    np.asarray(start), np.asarray(parent[c]))
-            tolerance = settings.tolerance[i] / arm.scale
+                                    np.asarray(every[c, :placed + 1]), np.asarray(parent[c]))
+            tolerance = tolerances[i] / scale
             # solved here, or queued
             target_floats, pole_floats = target.to_tuple(), None if pole is None else pole.to_tuple()
             if not placed:
+                start = every[c, :1]
                 error = float(np.linalg.norm(start[0] - target_floats))
                 group.record(c, start, error, 0, error <= tolerance)
             elif settings.two_bone[i] or limits is not None:
                 solver = solve_two_bone if settings.two_bone[i] else solve_chain
-                result = solver(start, target_floats, pole=pole_floats, tolerance=tolerance, limits=limits,
-                                max_iterations=settings.iterations[i], softness=settings.softness[i])
+                result = solver(every[c, :placed + 1], target_floats, pole=pole_floats, tolerance=tolerance,
+                                limits=limits, max_iterations=iterations[i], softness=softness[i])
                 group.record(c, result.joints, result.error, result.iterations, result.reached, result.converged)
                 if limits is not None:
                     group.limits[c] = limits
                     if result.frames is not None:
                         group.limit_frames[c] = result.frames
             else:
-                local[(placed, pole is not None, tolerance, settings.iterations[i])].append(
-                    (c, target_floats, pole_floats, settings.softness[i]))
+                local[(placed, pole is not None, tolerance, iterations[i])].append(
+                    (c, target_floats, pole_floats, softness[i]))
         except (ChainError, ValueError) as error:
             group.frames.pop(c, None)
             diagnostics.record(chain, 'INVALID', str(error))
