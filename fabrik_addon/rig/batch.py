@@ -177,7 +177,7 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
     blocks: dict[int, list[tuple]] = defaultdict(list)  # chain length -> [(part, block), ...]
     offset = 0
     for arm, items in armatures:
-        part = Part(arm, offset, _settings(arm.chains))
+        part = Part(arm, offset, _settings(arm.ob.fabrik.chains))
         parts.append(part)
         used = []
         for length, block in _blocks(arm, items).items():

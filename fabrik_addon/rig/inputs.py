@@ -30,7 +30,7 @@ class ArmatureFrame:
 
     ob: Any  # the armature object
     ev: Any  # its evaluated object
-    chains: Any  # ``ob.fabrik.chains``
+    chains: Any  # ``ob.fabrik.chains``, or the same chains as a list
     cache: cache.RigCache
     layout: Layout
     depsgraph: Any
@@ -61,8 +61,9 @@ class ArmatureFrame:
         return _hangs(self.ob)
 
 
-def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
-    """The armature's state this frame; raises for a scale the solve cannot honour.
+def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None) -> ArmatureFrame:
+    """The armature's state this frame; raises for a scale the solve cannot honour. ``chains``: its
+    chains as a list, when already listed this frame (indexing a list is cheaper than the collection).
 
     mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
     are written so that NaN fails them.
@@ -74,8 +75,9 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
             and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
     plan = layout(ob, rig_cache)
-    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, plan, depsgraph, world_m.inverted(),
-                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones, bool(plan.dependent))
+    return ArmatureFrame(ob, ev, ob.fabrik.chains if chains is None else chains, rig_cache, plan, depsgraph,
+                         world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones,
+                         bool(plan.dependent))
 
 
 @dataclass(eq=False, slots=True)
