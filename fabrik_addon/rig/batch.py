@@ -58,8 +58,8 @@ class Settings:
     tolerance: list[float]
     iterations: list[int]
     softness: list[float]
-    stretch: list[bool]  # use_stretch
     two_bone: list[bool]  # solver == 'TWO_BONE'
+    arrays: dict[str, np.ndarray]  # match, influence (float64) and stretch (use_stretch) as arrays
 
 
 def _settings(chains) -> Settings:
@@ -67,18 +67,19 @@ def _settings(chains) -> Settings:
     (floats are stored as float32, read as such and widened exactly), at a fraction of the calls."""
     count = len(chains)
 
-    def read(name: str, dtype) -> list:
+    def read(name: str, dtype) -> np.ndarray:
         out = np.empty(count, dtype=dtype)
         chains.foreach_get(name, out)
-        return out.tolist()
+        return out
 
-    solver = read("solver", np.int32)
     two_bone = _TWO_BONE.get("value")
     if two_bone is None:  # the enum's value for 'TWO_BONE', as foreach_get gives it (count > 0 here)
         two_bone = _TWO_BONE["value"] = chains[0].bl_rna.properties["solver"].enum_items["TWO_BONE"].value
-    return Settings(read("match_target_rotation", bool), read("influence", np.float32), read("tolerance", np.float32),
-                    read("iterations", np.int32), read("softness", np.float32), read("use_stretch", bool),
-                    [value == two_bone for value in solver])
+    match, influence = read("match_target_rotation", bool), read("influence", np.float32).astype(np.float64)
+    return Settings(match.tolist(), influence.tolist(), read("tolerance", np.float32).tolist(),
+                    read("iterations", np.int32).tolist(), read("softness", np.float32).tolist(),
+                    (read("solver", np.int32) == two_bone).tolist(),
+                    {"match": match, "influence": influence, "stretch": read("use_stretch", bool)})
 
 
 _TWO_BONE: dict[str, int] = {}
@@ -124,6 +125,7 @@ class Block:
     rows: np.ndarray  # (k, n) bone indices in the armature's cache
     parents: np.ndarray  # (k,) cache index of each root's parent, -1 for none
     sides: np.ndarray  # (k, 3) the side each rest chain bends to (:func:`.inputs.rest_side`), root's rest axes
+    index: np.ndarray  # (k,) the plans' chain indices
 
 
 @dataclass(eq=False)
@@ -136,14 +138,15 @@ class Group:
     parent: np.ndarray  # (C, 4, 4) each root's parent matrix
     every: np.ndarray  # (C, n + 1, 3) heads, then the tip's tail
     sides: np.ndarray  # (C, 3) rest sides, root's rest axes
+    parts: list  # the parts in the group, in order
+    settings: dict[str, np.ndarray]  # per row: "match", "influence", "stretch" (Settings.arrays), "part" (its
+    # position in ``parts``), "scale" (its armature's scale)
     moved: np.ndarray = field(init=False)  # solved joints (the pose without IK's past the placed ones)
-    solved: list[int] = field(default_factory=list)  # rows with inputs, in order
-    placed: dict[int, int] = field(default_factory=dict)
+    ok: np.ndarray = field(init=False)  # (C,) rows with inputs
     poles: dict[int, tuple] = field(default_factory=dict)  # rows with a pole (blended) -> it, armature space
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose tip takes the target's matrix
     limits: dict[int, object] = field(default_factory=dict)  # rows with joint limits -> ChainLimits
     limit_frames: dict[int, np.ndarray] = field(default_factory=dict)  # their solved bone frames
-    influence: dict[int, float] = field(default_factory=dict)
     invalid: dict[int, str] = field(default_factory=dict)  # rows whose batched solve raised
     error: np.ndarray = field(init=False)
     iterations: np.ndarray = field(init=False)
@@ -153,6 +156,7 @@ class Group:
     def __post_init__(self) -> None:
         count = len(self.items)
         self.moved = self.every.copy()
+        self.ok = np.ones(count, dtype=bool)
         self.error = np.zeros(count)
         self.iterations = np.zeros(count, dtype=np.int64)
         self.reached = np.zeros(count, dtype=bool)
@@ -211,8 +215,13 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
         pre = _forward_kinematics(parent, table.rel[idx], table.base[idx], table.location[idx], table.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], table.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
         every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
-        sides = np.concatenate([block.sides for _, block in blocks[length]])
-        group = Group(items, idx, pre, parent, every, sides)
+        members = blocks[length]
+        sides = np.concatenate([block.sides for _, block in members])
+        settings = {name: np.concatenate([part.settings.arrays[name][block.index] for part, block in members])
+                    for name in ("match", "influence", "stretch")}
+        settings["part"] = np.concatenate([np.full(len(block.plans), k) for k, (_, block) in enumerate(members)])
+        settings["scale"] = np.concatenate([np.full(len(block.plans), part.arm.scale) for part, block in members])
+        group = Group(items, idx, pre, parent, every, sides, [part for part, _ in members], settings)
         _gather(group, requests)
         groups.append(group)
     solve_requests(requests)
@@ -240,7 +249,8 @@ def _blocks(arm: ArmatureFrame, items: list[tuple]) -> dict[int, Block]:
                 placed = placed_count(items[k][0], length)
                 sides.append(rest_side(arm.ob, plan, placed) if placed else (0.0, 0.0, 1.0))
             cached[length] = Block(plans, positions, np.array([plan.idx for plan in plans]),
-                                   np.array([plan.parent for plan in plans]), np.array(sides))
+                                   np.array([plan.parent for plan in plans]), np.array(sides),
+                                   np.array([plan.index for plan in plans]))
         arm.layout.batch[key] = cached
     return cached
 
@@ -309,17 +319,15 @@ def _gather(group: Group, requests: Requests) -> None:
     seg = np.sqrt(np.einsum("cki,cki->ck", steps, steps))
     short = seg <= ZERO_LENGTH * np.maximum(1.0, seg.max(axis=1, keepdims=True))
     any_short = short.any(axis=1).tolist()
-    uniform = np.array([not part.settings.stretch[plan.index] for part, _, plan in items])
-    scale_flags = pose_scale_flags(pre, uniform)
+    scale_flags = pose_scale_flags(pre, ~group.settings["stretch"])
     any_scaled = scale_flags.any(axis=1).tolist()
     local: dict[tuple, list[tuple]] = defaultdict(list)  # requests of this group: [(row, target, pole, softness)]
-    solved, placed_by_row, influences = group.solved, group.placed, group.influence
     last = None
     for c, (part, chain, plan) in enumerate(items):
         if part is not last:  # what the armature's chains share
             last, arm, settings = part, part.arm, part.settings
-            match, tolerances, iterations, softness = settings.match, settings.tolerance, settings.iterations, \
-                settings.softness
+            match, tolerances, iterations, softness, two_bone, influences = settings.match, settings.tolerance, \
+                settings.iterations, settings.softness, settings.two_bone, settings.influence
             depsgraph, layer, inv_world_m, hangs, scale = arm.depsgraph, arm.layer, arm.inv_world_m, arm.hangs, \
                 arm.scale
             render, view_layer = layer
@@ -332,7 +340,7 @@ def _gather(group: Group, requests: Requests) -> None:
             pole_ob = chain.pole
             if plan.references_checked:
                 moves = target_ob.parent is not None or len(target_ob.constraints) > 0  # _hangs(target)
-                if moves or _hangs(pole_ob) or hangs:
+                if moves or (pole_ob is not None and _hangs(pole_ob)) or hangs:
                     check_dependencies(arm.ob, chain, plan)
             else:
                 check_references_once(arm.ob, chain, plan, hangs)
@@ -341,7 +349,7 @@ def _gather(group: Group, requests: Requests) -> None:
             placed = n - 1 if match[i] else n
             if any_scaled[c] or plan.scale_free:
                 check_pose_scale(plan, pre[c], parent[c], scale_flags[c].tolist() if any_scaled[c] else (),
-                                 uniform=not settings.stretch[i])
+                                 uniform=not group.settings["stretch"][c])
             if any_short[c]:
                 for k in range(placed):
                     if short[c, k]:
@@ -366,7 +374,7 @@ def _gather(group: Group, requests: Requests) -> None:
             if placed < n:  # the tip takes the target's orientation
                 group.frames[c] = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target",
                                                                layer)
-            influence = settings.influence[i]
+            influence = influences[i]
             if influence < 1.0 and placed:
                 target, pole = blended_goal(every[c, :placed + 1], target, pole, influence)
             limits = None
@@ -380,8 +388,8 @@ def _gather(group: Group, requests: Requests) -> None:
                 start = every[c, :1]
                 error = float(np.linalg.norm(start[0] - target_floats))
                 group.record(c, start, error, 0, error <= tolerance)
-            elif settings.two_bone[i] or limits is not None:
-                solver = solve_two_bone if settings.two_bone[i] else solve_chain
+            elif two_bone[i] or limits is not None:
+                solver = solve_two_bone if two_bone[i] else solve_chain
                 result = solver(every[c, :placed + 1], target_floats, pole=pole_floats, tolerance=tolerance,
                                 limits=limits, max_iterations=iterations[i], softness=softness[i])
                 group.record(c, result.joints, result.error, result.iterations, result.reached, result.converged)
@@ -392,15 +400,12 @@ def _gather(group: Group, requests: Requests) -> None:
             else:
                 local[(placed, pole is not None, tolerance, iterations[i])].append(
                     (c, target_floats, pole_floats, softness[i]))
+            if pole_floats is not None:
+                group.poles[c] = pole_floats
         except (ChainError, ValueError) as error:
             group.frames.pop(c, None)
+            group.ok[c] = False
             diagnostics.record(chain, 'INVALID', str(error))
-            continue
-        solved.append(c)
-        placed_by_row[c] = placed
-        influences[c] = influence
-        if pole_floats is not None:
-            group.poles[c] = pole_floats
     for key, members in local.items():
         rows, targets, poles, softness = zip(*members)
         requests[key].append((group, list(rows), targets, poles, softness))
@@ -412,19 +417,21 @@ def _write(table: Table, group: Group) -> None:
     items = group.items
     for c, message in group.invalid.items():
         diagnostics.record(items[c][1], 'INVALID', message)
-    valid = [c for c in group.solved if c not in group.invalid] if group.invalid else group.solved
-    if not valid:
+        group.ok[c] = False
+    rows = np.flatnonzero(group.ok)
+    if not len(rows):
         return
-    n = group.idx.shape[1]
-    every = len(valid) == len(items)
-    rows = slice(None) if every else valid
+    valid = rows.tolist()
+    if len(valid) == len(items):
+        rows = slice(None)  # views, not copies
     vidx, vpre, vparent = group.idx[rows], group.pre[rows], group.parent[rows]
-    placed = np.array([group.placed[c] for c in valid])
+    n = group.idx.shape[1]
+    placed = np.where(group.settings["match"][rows], n - 1, n)
     joints = group.every[rows]
     moved = group.moved[rows]
     turn = _turns(group, valid, vpre, joints, moved, placed, rows)
     heads = moved[:, :n]
-    influence = np.array([group.influence[c] for c in valid])
+    influence = group.settings["influence"][rows]
     frames = [group.frames.get(c) for c in valid] if group.frames else [None] * len(valid)
     q = _local_rotations(vpre, vparent, table.rel[vidx], turn, heads, frames, table.base[vidx], influence)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
@@ -434,6 +441,7 @@ def _write(table: Table, group: Group) -> None:
                                "left as it was")
         keep_rows = np.flatnonzero(finite)
         valid = [valid[v] for v in keep_rows]
+        rows = valid
         vidx, vpre, vparent, q = vidx[keep_rows], vpre[keep_rows], vparent[keep_rows], q[keep_rows]
     quaternion = table.quaternion[vidx]
     table.written[vidx[quaternion]] = q[quaternion]
@@ -448,13 +456,12 @@ def _write(table: Table, group: Group) -> None:
             part, _, plan = items[valid[v]]
             for k, name in enumerate(plan.bones):
                 part.arm.new_matrices[name] = final[row, k]
-    reached, converged = group.reached[valid].tolist(), group.converged[valid].tolist()
-    error, iterations = group.error[valid].tolist(), group.iterations[valid].tolist()
-    record_solve = diagnostics.record_solve
-    for v, (c, wrote) in enumerate(zip(valid, quaternion.any(axis=1).tolist())):
-        part, chain, _ = items[c]
-        part.wrote |= wrote
-        record_solve(chain, reached[v], converged[v], error[v] * part.arm.scale, iterations[v])
+    for k in np.unique(group.settings["part"][rows][quaternion.any(axis=1)]).tolist():
+        group.parts[k].wrote = True
+    diagnostics.record_solves([items[c][1] for c in valid], group.reached[rows].tolist(),
+                              group.converged[rows].tolist(),
+                              (group.error[rows] * group.settings["scale"][rows]).tolist(),
+                              group.iterations[rows].tolist())
 
 
 def _turns(group: Group, valid: list[int], pre, joints, moved, placed, rows) -> np.ndarray:
