@@ -29,7 +29,10 @@ def of(chain) -> Diagnostic:
 
 def record(chain, status: str, message: str = "", error: float = 0.0, iterations: int = 0,
            group: str | None = None) -> None:
-    entry = _results.setdefault(chain.as_pointer(), Diagnostic())
+    key = chain.as_pointer()
+    entry = _results.get(key)
+    if entry is None:  # (setdefault would build a Diagnostic on every call)
+        entry = _results[key] = Diagnostic()
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
     if group is not None:
         entry.group = group
@@ -46,10 +49,28 @@ def clear() -> None:
 def record_solve(chain, reached: bool, converged: bool, error: float, iterations: int) -> None:
     """A solved chain's status: reached; ran out of iterations while still closing in (says so, with
     the count); or settled short, i.e. out of reach (under its limits)."""
+    record(chain, *solve_status(reached, converged, iterations), error, iterations)
+
+
+def solve_status(reached: bool, converged: bool, iterations: int) -> tuple[str, str]:
+    """Status and message of :func:`record_solve`."""
     if reached:
-        record(chain, 'REACHED', "", error, iterations)
-    elif not converged:
-        record(chain, 'NOT_CONVERGED', f"Did not converge in {iterations} iterations; raise Iterations",
-               error, iterations)
-    else:
-        record(chain, 'UNREACHABLE', "Out of reach", error, iterations)
+        return 'REACHED', ""
+    if not converged:
+        return 'NOT_CONVERGED', f"Did not converge in {iterations} iterations; raise Iterations"
+    return 'UNREACHABLE', "Out of reach"
+
+
+def record_solves(chains, reached, converged, errors, iterations) -> None:
+    """:func:`record_solve` for many chains (lists of equal length), in one call."""
+    results = _results
+    for chain, hit, settled, error, count in zip(chains, reached, converged, errors, iterations):
+        key = chain.as_pointer()
+        entry = results.get(key)
+        if entry is None:
+            entry = results[key] = Diagnostic()
+        if hit:
+            entry.status, entry.message = 'REACHED', ""
+        else:
+            entry.status, entry.message = solve_status(hit, settled, count)
+        entry.error, entry.iterations = error, count

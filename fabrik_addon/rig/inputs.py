@@ -30,7 +30,7 @@ class ArmatureFrame:
 
     ob: Any  # the armature object
     ev: Any  # its evaluated object
-    chains: Any  # ``ob.fabrik.chains``
+    chains: Any  # ``ob.fabrik.chains``, or the same chains as a list
     cache: cache.RigCache
     layout: Layout
     depsgraph: Any
@@ -61,8 +61,9 @@ class ArmatureFrame:
         return _hangs(self.ob)
 
 
-def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
-    """The armature's state this frame; raises for a scale the solve cannot honour.
+def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None) -> ArmatureFrame:
+    """The armature's state this frame; raises for a scale the solve cannot honour. ``chains``: its
+    chains as a list, when already listed this frame (indexing a list is cheaper than the collection).
 
     mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
     are written so that NaN fails them.
@@ -74,8 +75,9 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache) -> ArmatureFrame:
             and math.isfinite(sum(world_m.translation))):
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
     plan = layout(ob, rig_cache)
-    return ArmatureFrame(ob, ev, ob.fabrik.chains, rig_cache, plan, depsgraph, world_m.inverted(),
-                         (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones, bool(plan.dependent))
+    return ArmatureFrame(ob, ev, ob.fabrik.chains if chains is None else chains, rig_cache, plan, depsgraph,
+                         world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones,
+                         bool(plan.dependent))
 
 
 @dataclass(eq=False, slots=True)
@@ -190,7 +192,22 @@ def pose_scale_flags(pre: np.ndarray, uniform) -> np.ndarray:
     axes = np.sqrt(np.einsum("...ij,...ij->...j", m3, m3))
     top = axes.max(axis=-1)
     uneven = top - axes.min(axis=-1) > POSE_SCALE_TOLERANCE * top
-    return (np.linalg.det(m3) <= 0.0) | (uneven & np.asarray(uniform)[..., None])
+    return (_determinants(m3, axes) <= 0.0) | (uneven & np.asarray(uniform)[..., None])
+
+
+def _determinants(m3: np.ndarray, axes: np.ndarray) -> np.ndarray:
+    """Determinants of 3x3 matrices with the signs of ``np.linalg.det``'s (all the flags need), at a
+    fraction of its cost: by cofactors, and by LAPACK wherever that value is not finite or lies within
+    1e-12 of the product of the column lengths from 0, far above either method's rounding error."""
+    a, b, c = m3[..., 0, 0], m3[..., 0, 1], m3[..., 0, 2]
+    d, e, f = m3[..., 1, 0], m3[..., 1, 1], m3[..., 1, 2]
+    g, h, i = m3[..., 2, 0], m3[..., 2, 1], m3[..., 2, 2]
+    with np.errstate(invalid="ignore", over="ignore"):  # non-finite input: decided by LAPACK below
+        det = a * (e * i - f * h) - b * (d * i - f * g) + c * (d * h - e * g)
+        doubtful = ~(np.abs(det) > 1e-12 * axes.prod(axis=-1))  # also where NaN or infinite
+    if doubtful.any():
+        det = np.where(doubtful, np.linalg.det(m3), det)
+    return det
 
 
 def check_pose_scale(plan: ChainPlan, pre, parent, flags=None, uniform: bool = True) -> None:

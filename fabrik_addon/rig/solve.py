@@ -34,14 +34,14 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
     stale: list = []
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for ob in obs:
-        chains = ob.fabrik.chains
+        chains = list(ob.fabrik.chains)  # indexed per chain below: a list is cheaper than the collection
         try:
             for chain in chains:
                 if not chain.enabled:
                     if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
                         release(ob, [chain], ob.evaluated_get(depsgraph))
                     set_status(chain, 'NONE')
-            arm = armature_frame(ob, depsgraph, cache.get(ob))
+            arm = armature_frame(ob, depsgraph, cache.get(ob), chains)
         except ChainError as error:
             _mark(chains, str(error))
             continue

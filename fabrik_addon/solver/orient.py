@@ -136,11 +136,12 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     after_len = np.sqrt(np.einsum("cki,cki->ck", seg_after, seg_after))
     d_after = seg_after / np.maximum(after_len, 1e-300)[..., None]
     out = np.empty((count, n, 3, 3))
+    ok = (lengths > tiny[:, None]) & (after_len > tiny[:, None])
+    every = ok.all(axis=0).tolist()
     for i in range(n):
         carried = np.einsum("cij,cj->ci", turn, d_before[:, i])
         swing = matrices_from_two_vectors(normalized(carried), d_after[:, i])
-        ok = (lengths[:, i] > tiny) & (after_len[:, i] > tiny)
-        turn = np.where(ok[:, None, None], swing @ turn, turn)
+        turn = swing @ turn if every[i] else np.where(ok[:, i, None, None], swing @ turn, turn)
         out[:, i] = turn
     return out
 

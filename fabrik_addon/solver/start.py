@@ -469,22 +469,34 @@ def _perpendiculars(u: np.ndarray) -> np.ndarray:
     return out / np.sqrt(np.einsum("ci,ci->c", out, out))[:, None]
 
 
-def _evaluate_all(across: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_evaluate` for every chain."""
+def _evaluate_all(across: np.ndarray, c: np.ndarray, offset: np.ndarray,
+                  terms: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_evaluate` for every chain; ``terms``: :func:`_horner_terms` of ``across``, when already made."""
     z = np.cos(c) + 1j * np.sin(c)
-    n = across.shape[1]
-    s = across[:, n - 1].copy()
-    d = (n - 1) * across[:, n - 1]
-    for k in range(n - 2, -1, -1):
-        s = s * z + across[:, k]
-        d = d * z + k * across[:, k]
+    if terms is None:
+        terms = _horner_terms(across)
+    (s, d), *rest = terms
+    s, d = s.copy(), d.copy()
+    for a, ka in rest:  # s = s * z + a_k, d = d * z + k * a_k, in place
+        s *= z
+        s += a
+        d *= z
+        d += ka
     return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+
+
+def _horner_terms(across: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``(a_k, k * a_k)`` columns of ``across`` from the highest ``k`` down, contiguous, as
+    :func:`_evaluate_all` multiplies them (made once per search instead of once per evaluation)."""
+    n = across.shape[1]
+    return [(np.ascontiguousarray(across[:, k]), k * across[:, k]) for k in range(n - 1, -1, -1)]
 
 
 def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int) -> np.ndarray:
     """:func:`_curl_angle` for every chain: the same steps, chains dropping out as they finish."""
     count = len(offset)
-    f0, df = _evaluate_all(across, np.zeros(count), offset)
+    terms = _horner_terms(across)
+    f0, df = _evaluate_all(across, np.zeros(count), offset, terms)
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     out = np.zeros(count)
     active = np.abs(f0) > small
@@ -507,7 +519,7 @@ def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: i
         inside = (np.fmin(lo, hi) < new_closed) & (new_closed < np.fmax(lo, hi))
         new_closed = np.where(inside, new_closed, 0.5 * (lo + hi))
         new = np.where(open_, new_open, new_closed)
-        f_new, df_new = _evaluate_all(across, new, offset)
+        f_new, df_new = _evaluate_all(across, new, offset, terms)
         found = active & (np.abs(f_new) <= small)
         out[found] = new[found]
         active &= ~found
