@@ -76,11 +76,13 @@ def plan_chains(ob) -> list[ChainPlan]:
     return layout(ob).plans
 
 
-def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
-    """The armature's chain plans under the current settings (``rig_cache``: its cache, if at hand)."""
+def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
+    """The armature's chain plans under the current settings (``rig_cache``: its cache, and ``chains``:
+    its chains, listed, if at hand)."""
     if rig_cache is None:
         rig_cache = cache.get(ob)
-    chains = ob.fabrik.chains
+    if chains is None:
+        chains = ob.fabrik.chains
     # Every setting the layout reads, per chain in order: a script may reorder or swap chains (move,
     # remove + add) and animation may switch them, neither of which calls an update.
     if len(chains) < BULK_KEY:
@@ -88,7 +90,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None) -> Layout:
                                                  chain.match_target_rotation) for chain in chains))
     else:  # the same settings, the numbers read in bulk (one foreach_get each instead of one read per chain)
         key = (cache.generation(), tuple(chain.tip_bone for chain in chains),
-               *(_bulk(chains, name, dtype) for name, dtype in _KEYED))
+               *(_bulk(ob.fabrik.chains, name, dtype) for name, dtype in _KEYED))
     if key not in rig_cache.plans:
         plans, invalid = _plan_chains(ob)
         for plan in plans:

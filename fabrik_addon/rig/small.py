@@ -56,6 +56,7 @@ class StartPose:
     short: list[bool] | None  # each placed bone too short to turn, or None when none is
     scale_checked: bool = False  # chain_inputs found the scales solvable (non-stretching chains)
     frame: tuple | None = None  # orient.start_frame_floats of the placed joints, on first use
+    frame_axes: Matrix | None = None  # its axes k, b and k x b as the rows of a matrix
 
 
 def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
@@ -244,11 +245,16 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         turns = [Matrix(rows).to_quaternion() for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
     elif placed:
         # orient.chain_turns_floats with its per-bone loop below in mathutils (C: a fraction of the cost)
-        start_frame = pose.frame
-        if start_frame is None:
+        if pose.frame is None:
             side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-            start_frame = pose.frame = orient.start_frame_floats(joints[:placed + 1], side)
-        transport = Matrix(orient.solved_frame_turn_floats(start_frame, solved, inputs.pole)).to_quaternion()
+            pose.frame = orient.start_frame_floats(joints[:placed + 1], side)
+            kx, ky, kz, bx, by, bz = pose.frame[:6]
+            pose.frame_axes = Matrix(((kx, ky, kz), (bx, by, bz),
+                                      (ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx)))
+        # [l c l x c] @ [k b k x b]^T (orient.solved_frame_turn_floats), the product in mathutils
+        lx, ly, lz, cx, cy, cz = orient.solved_frame_floats(pose.frame, solved, inputs.pole)
+        transport = (Matrix(((lx, cx, ly * cz - lz * cy), (ly, cy, lz * cx - lx * cz), (lz, cz, lx * cy - ly * cx)))
+                     @ pose.frame_axes).to_quaternion()
     rotations = []
     scales: list[Vector] = []
     last = len(plan.idx) - 1

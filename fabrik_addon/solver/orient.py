@@ -296,7 +296,23 @@ def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] 
 def solved_frame_turn_floats(start: StartFrame, after: Sequence[Sequence[float]],
                              pole: Sequence[float] | None = None) -> Rows:
     """The solved pose's half of :func:`chain_frame_turn_floats`: the turn carrying ``start``
-    (:func:`start_frame_floats`) onto the frame of ``after``, rows of a 3x3 matrix."""
+    (:func:`start_frame_floats`) onto the frame of ``after`` (:func:`solved_frame_floats`), rows of a
+    3x3 matrix."""
+    kx, ky, kz, bx, by, bz = start[:6]
+    lx, ly, lz, cx, cy, cz = solved_frame_floats(start, after, pole)
+    # [k_sol b_sol k_sol x b_sol] @ [k_pre b_pre k_pre x b_pre]^T
+    r0, r1, r2 = ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx
+    v0, v1, v2 = ly * cz - lz * cy, lz * cx - lx * cz, lx * cy - ly * cx
+    return ((lx * kx + cx * bx + v0 * r0, lx * ky + cx * by + v0 * r1, lx * kz + cx * bz + v0 * r2),
+            (ly * kx + cy * bx + v1 * r0, ly * ky + cy * by + v1 * r1, ly * kz + cy * bz + v1 * r2),
+            (lz * kx + cz * bx + v2 * r0, lz * ky + cz * by + v2 * r1, lz * kz + cz * bz + v2 * r2))
+
+
+def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
+                        pole: Sequence[float] | None = None) -> tuple[float, float, float, float, float, float]:
+    """The frame of the solved pose ``after``: its root-to-tip axis ``l`` and bend ``c`` (unit vectors,
+    ``(lx, ly, lz, cx, cy, cz)``), the bend toward the pole where there is one, else the solved mean
+    bend plus ``start``'s side carried by the least aim."""
     kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny = start
     sqrt = math.sqrt
     n = len(after) - 1
@@ -342,12 +358,7 @@ def solved_frame_turn_floats(start: StartFrame, after: Sequence[Sequence[float]]
             if c <= 1e-12:
                 cx, cy, cz, c = vx, vy, vz, 1.0
         cx, cy, cz = cx / c, cy / c, cz / c
-    # [k_sol b_sol k_sol x b_sol] @ [k_pre b_pre k_pre x b_pre]^T
-    r0, r1, r2 = ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx
-    v0, v1, v2 = ly * cz - lz * cy, lz * cx - lx * cz, lx * cy - ly * cx
-    return ((lx * kx + cx * bx + v0 * r0, lx * ky + cx * by + v0 * r1, lx * kz + cx * bz + v0 * r2),
-            (ly * kx + cy * bx + v1 * r0, ly * ky + cy * by + v1 * r1, ly * kz + cy * bz + v1 * r2),
-            (lz * kx + cz * bx + v2 * r0, lz * ky + cz * by + v2 * r1, lz * kz + cz * bz + v2 * r2))
+    return lx, ly, lz, cx, cy, cz
 
 
 def segment_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]]) -> list[Rows]:
