@@ -111,6 +111,7 @@ class ChainInputs:
     limits: ChainLimits | None
     tolerance: float
     iterations: int
+    influence: float = 1.0
 
 
 @dataclass(eq=False, slots=True)
@@ -146,22 +147,24 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
                 raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
     depsgraph = arm.depsgraph
     layer = arm.layer
-    target = arm.inv_world_m @ world_position(chain.target, chain.target_bone, depsgraph, "Target", layer)
+    target_ob, pole_ob = chain.target, chain.pole
+    target = arm.inv_world_m @ world_position(target_ob, chain.target_bone, depsgraph, "Target", layer)
     pole = None
-    if chain.pole is not None:
-        pole = arm.inv_world_m @ world_position(chain.pole, chain.pole_bone, depsgraph, "Pole", layer)
+    if pole_ob is not None:
+        pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer)
     target_matrix = None
     if placed < n:  # the tip takes the target's orientation
-        target_matrix = arm.inv_world @ world_matrix(chain.target, chain.target_bone, depsgraph, "Target", layer)
+        target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer)
     start = joints[:placed + 1]
-    if chain.influence < 1.0 and placed:
-        target, pole = blended_goal(start, target, pole, chain.influence)
+    influence = chain.influence
+    if influence < 1.0 and placed:
+        target, pole = blended_goal(start, target, pole, influence)
     limits = None
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
     return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
-                       chain.iterations)
+                       chain.iterations, influence)
 
 
 def blended_goal(start, target: Vector, pole: Vector | None, influence: float) -> tuple[Vector, Vector | None]:

@@ -98,7 +98,7 @@ def _write_all(arm: ArmatureFrame, pending: list[tuple[int, Quaternion]]) -> Non
     arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
 
 
-def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain, use_stretch: bool) -> StartPose:
     """Forward kinematics from the parent, the base rotations and the evaluated location and scale.
 
     The pose without IK seldom changes while its target moves: the result is kept on ``plan`` with the
@@ -111,8 +111,9 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
     names = cache.names
     p = plan.parent
     key: list | None
+    parent = None
     if p < 0:
-        parent, key = Matrix.Identity(4), [None]
+        key = [None]
     elif not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
         parent = evaluated[names[p]].matrix.copy()
         key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
@@ -121,12 +122,15 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, names[i]) for i in plan.idx] \
-        if chain.use_stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
+        if use_stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
     if scales is not None:
         key = None
     base, channels = [], []
+    static = cache.static_base
     for i in plan.idx:
-        q = base_rotation(arm.ob, arm.ev, cache, i)
+        q = static.get(i)  # base_rotation's first step, without the call
+        if q is None:
+            q = base_rotation(arm.ob, arm.ev, cache, i)
         pb = evaluated[names[i]]
         location, scale = pb.location[:], pb.scale[:]
         base.append(q)
@@ -136,6 +140,8 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
     memo = plan.start_pose
     if key is not None and memo is not None and memo[0] == key:
         return memo[1]
+    if parent is None:
+        parent = Matrix.Identity(4)
     m = parent
     pre = []
     for k, i in enumerate(plan.idx):
@@ -159,25 +165,26 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain) -> StartPose:
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None) -> None:
     check_references_once(arm.ob, chain, plan, arm.hangs)
-    pose = _start_pose(arm, plan, chain)
+    use_stretch = chain.use_stretch
+    pose = _start_pose(arm, plan, chain, use_stretch)
     placed = len(pose.segments)
     inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
                           () if pose.scale_checked else None)
     pose.scale_checked = pose.scales is None
-    result = _solve_points(inputs, pose)
+    result = _solve_points(inputs, pose, use_stretch)
     if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
     segments = pose.segments
     stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
-        if chain.use_stretch and placed and segments[0] > 0.0 else 1.0
+        if use_stretch and placed and segments[0] > 0.0 else 1.0
     _write(arm, inputs, pose, result, stretch, pending)
     diagnostics.record_solve(chain, result.reached, result.converged, result.error * arm.scale, result.iterations)
 
 
-def _solve_points(inputs: ChainInputs, pose: StartPose) -> ChainResult:
+def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> ChainResult:
     """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
     chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
-    softness, use_stretch = chain.softness, chain.use_stretch
+    softness = chain.softness
     soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": chain.max_stretch} \
         if softness or use_stretch else {}
     segments = pose.segments
@@ -232,7 +239,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     ``pending``: a list to leave the quaternion channels in for :func:`_write_all`, else None.
     """
     cache, plan, joints = arm.cache, inputs.plan, pose.joints
-    influence = inputs.chain.influence
+    influence = inputs.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
     turns: list[Quaternion] | None = None
