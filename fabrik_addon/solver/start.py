@@ -62,12 +62,17 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     z = complex(math.cos(c), math.sin(c))
     zk = 1.0 + 0.0j
     ox, oy, oz = [0.0], [0.0], [0.0]
+    x = y = zz = 0.0  # the joint just built, carried in locals (the same sums in the same order)
     for k in range(n):
         w = across[k] * zk
         zk *= z
-        ox.append(ox[-1] + along[k] * nx + w.real * e1x + w.imag * e2x)
-        oy.append(oy[-1] + along[k] * ny + w.real * e1y + w.imag * e2y)
-        oz.append(oz[-1] + along[k] * nz + w.real * e1z + w.imag * e2z)
+        a, wr, wi = along[k], w.real, w.imag
+        x = x + a * nx + wr * e1x + wi * e2x
+        y = y + a * ny + wr * e1y + wi * e2y
+        zz = zz + a * nz + wr * e1z + wi * e2z
+        ox.append(x)
+        oy.append(y)
+        oz.append(zz)
 
     # Aim: the minimal rotation taking the curled tip's direction onto the target's.
     tx, ty, tz = ox[n], oy[n], oz[n]
@@ -88,6 +93,14 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
             m01, m10 = h * wx * wy - wz, h * wx * wy + wz
             m02, m20 = h * wx * wz + wy, h * wx * wz - wy
             m12, m21 = h * wy * wz - wx, h * wy * wz + wx
+            if pole is None:  # aimed and moved to the root in one pass
+                for k in range(1, n + 1):
+                    vx, vy, vz = ox[k], oy[k], oz[k]
+                    ox[k] = rx + (m00 * vx + m01 * vy + m02 * vz)
+                    oy[k] = ry + (m10 * vx + m11 * vy + m12 * vz)
+                    oz[k] = rz + (m20 * vx + m21 * vy + m22 * vz)
+                ox[0], oy[0], oz[0] = rx + ox[0], ry + oy[0], rz + oz[0]
+                return ox, oy, oz
             for k in range(1, n + 1):
                 vx, vy, vz = ox[k], oy[k], oz[k]
                 ox[k] = m00 * vx + m01 * vy + m02 * vz
@@ -286,14 +299,15 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
                 new = -limit
         else:
             new = c + step
-            if not (min(lo, hi) < new < max(lo, hi)):
+            if not (lo < new < hi or hi < new < lo):  # outside the bracket (min(lo, hi) < new < max(lo, hi))
                 new = 0.5 * (lo + hi)
         z = complex(cos(new), sin(new))
         s, d = last, last_d
         for a, ka in terms:
             s = s * z + a
             d = d * z + ka
-        f_new, df_new = offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
+        sr, si = s.real, s.imag
+        f_new, df_new = offset + sr * sr + si * si, -2.0 * (sr * d.imag - si * d.real)
         if abs(f_new) <= small:
             return new
         if (f_new > 0.0) != positive:
