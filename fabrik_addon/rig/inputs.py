@@ -111,7 +111,7 @@ class ChainInputs:
     limits: ChainLimits | None
     tolerance: float
     iterations: int
-    influence: float = 1.0
+    influence: float  # the chain's influence, read once
 
 
 @dataclass(eq=False, slots=True)
