@@ -57,6 +57,18 @@ def straightish_chain(name: str, count: int, length: float = 1.0, bend: float = 
     return armature(name, straightish_bones(count, length, bend, prefix), location)
 
 
+def set_rotation(pose_bone, q) -> None:
+    """Set a pose bone's rotation channels, in its own rotation mode, to quaternion ``q``."""
+    mode = pose_bone.rotation_mode
+    if mode == 'QUATERNION':
+        pose_bone.rotation_quaternion = q
+    elif mode == 'AXIS_ANGLE':
+        axis, angle = q.to_axis_angle()
+        pose_bone.rotation_axis_angle = (angle, *axis)
+    else:
+        pose_bone.rotation_euler = q.to_euler(mode)
+
+
 def empty(name: str, location=(0.0, 0.0, 0.0), parent=None, shape: str = 'PLAIN_AXES', size: float = 1.0):
     """An empty linked to the scene (Blender's defaults for shape and size unless given)."""
     ob = bpy.data.objects.new(name, None)

@@ -25,7 +25,7 @@ import numpy as np
 from mathutils import Quaternion
 
 import fabrik_addon
-from rigkit.blender import armature
+from rigkit.blender import armature, set_rotation
 
 FRAMES = 400  # the target's loop takes this many frames: step 0.3-0.4% of the chain's length
 POP_DEGREES = 5.0
@@ -353,13 +353,7 @@ def run_rotation_modes(kind: str, rig: Rig, frames: int = 60) -> dict:
             for k, q in enumerate(base):
                 pb = ob.pose.bones[f"b{k}"]
                 pb.rotation_mode = mode
-                if mode == 'QUATERNION':
-                    pb.rotation_quaternion = q
-                elif mode == 'AXIS_ANGLE':
-                    axis, angle = q.to_axis_angle()
-                    pb.rotation_axis_angle = (angle, *axis)
-                else:
-                    pb.rotation_euler = q.to_euler(mode)
+                set_rotation(pb, q)
             target = _empty(f"Target_{mode}", path[0])
             pole = None if rig.pole is None else _empty(f"Pole_{mode}", rig.pole)
             add_solver(kind, ob, rig, target, pole)

@@ -11,6 +11,7 @@ from rigkit.blender import (  # noqa: F401  (re-exported for the tests)
     off_x,
     planar_chain,
     relative_rotations,
+    set_rotation,
     straightish_bones,
     straightish_chain,
     world_head,

@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Matrix, Quaternion, Vector
-from rigs import add_chain, armature, empty, key_path, straightish_chain
+from rigs import add_chain, armature, empty, key_path, set_rotation, straightish_chain
 
 from fabrik_addon import compat, snap
 
@@ -137,18 +137,6 @@ def joints(ob) -> np.ndarray:
     return np.array([list(world @ pb.head) + list(world @ pb.tail) for pb in ev.pose.bones]).reshape(-1, 3)
 
 
-def write(pb, q: Quaternion) -> None:
-    """Set a pose bone's rotation in its own rotation mode."""
-    mode = pb.rotation_mode
-    if mode == 'QUATERNION':
-        pb.rotation_quaternion = q
-    elif mode == 'AXIS_ANGLE':
-        axis, angle = q.to_axis_angle()
-        pb.rotation_axis_angle = (angle, *axis)
-    else:
-        pb.rotation_euler = q.to_euler(mode)
-
-
 def rotation_path(pb) -> str:
     return {'QUATERNION': "rotation_quaternion", 'AXIS_ANGLE': "rotation_axis_angle"}.get(pb.rotation_mode,
                                                                                          "rotation_euler")
@@ -158,7 +146,7 @@ def random_fk(rig: Rig, rng, frame=None) -> None:
     """A random FK pose (keyed at ``frame`` when given)."""
     for name, poser in rig.posers.items():
         pb = rig.ob.pose.bones[name]
-        write(pb, poser(rng))
+        set_rotation(pb, poser(rng))
         if frame is not None:
             pb.keyframe_insert(rotation_path(pb), frame=frame)
 
@@ -462,7 +450,7 @@ def test_snap_ik_to_fk_moves_a_target_bone_of_the_same_armature():
     for _k in range(10):
         chain.influence = 0.0
         for name, poser in posers.items():
-            write(ob.pose.bones[name], poser(rng))
+            set_rotation(ob.pose.bones[name], poser(rng))
         bpy.context.view_layer.update()
         assert bpy.ops.pose.fabrik_snap_fk_to_ik(disable=False) == {'FINISHED'}  # the pose becomes FK ...
         chain.influence = 0.0
@@ -573,7 +561,7 @@ def test_snap_ik_to_fk_of_a_straight_limb_moves_nothing(solver, count):
     worst = 0.0
     for _k in range(20):
         chain.enabled = False
-        write(ob.pose.bones["b0"], free(2.5)(rng))
+        set_rotation(ob.pose.bones["b0"], free(2.5)(rng))
         fk = joints(ob)
         assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
         chain.enabled = True
