@@ -32,7 +32,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .prepare import EPS
-from .rotations import cross, matrices_from_two_vectors, normalized, perpendicular_floats, turn_floats
+from .rotations import cross, matrices_from_two_vectors, matrix_from_two_vectors, perpendicular_floats, turn_floats
 
 Point = tuple[float, float, float]
 Rows = tuple[Point, Point, Point]
@@ -135,15 +135,35 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     d_before = seg_before / np.maximum(lengths, 1e-300)[..., None]
     after_len = np.sqrt(np.einsum("cki,cki->ck", seg_after, seg_after))
     d_after = seg_after / np.maximum(after_len, 1e-300)[..., None]
-    out = np.empty((count, n, 3, 3))
     ok = (lengths > tiny[:, None]) & (after_len > tiny[:, None])
     every = ok.all(axis=0).tolist()
+    # Each bone swings by the minimal rotation from its carried start direction a onto its solved
+    # direction b, written as I - w w^T / (1 + a.b) + 2 b a^T (w = a + b: the reflection across a, then
+    # across w) and applied to the turn directly. Chains run along the last axis (rows of (3, C) and
+    # (3, 3, C) arrays), so every step is a few contiguous whole-array calls: no per-matrix BLAS call
+    # (numpy's stacked matmul makes one per chain) and no strided copies.
+    turn_t = np.ascontiguousarray(turn.transpose(1, 2, 0))  # (3, 3, C)
+    before_t = np.ascontiguousarray(d_before.transpose(1, 2, 0))  # (N, 3, C)
+    after_t = np.ascontiguousarray(d_after.transpose(1, 2, 0))
+    twice = 2.0 * after_t[:, :, None]  # (N, 3, 1, C)
+    out = np.empty((n, 3, 3, count))
     for i in range(n):
-        carried = np.einsum("cij,cj->ci", turn, d_before[:, i])
-        swing = matrices_from_two_vectors(normalized(carried), d_after[:, i])
-        turn = swing @ turn if every[i] else np.where(ok[:, i, None, None], swing @ turn, turn)
-        out[:, i] = turn
-    return out
+        a = (turn_t * before_t[i]).sum(axis=1)  # the start direction carried by the turn so far
+        a /= np.sqrt((a * a).sum(axis=0))
+        b = after_t[i]
+        dot = (a * b).sum(axis=0)
+        opposite = dot < -1.0 + 1e-12
+        half = opposite.any()
+        w = a + b
+        k = 1.0 / (1.0 + dot) if not half else 1.0 / np.where(opposite, 1.0, 1.0 + dot)
+        swung = turn_t - (w * k)[:, None] * (w[:, None] * turn_t).sum(axis=0) \
+            + twice[i] * (a[:, None] * turn_t).sum(axis=0)
+        if half:  # a half turn: about a deterministic perpendicular
+            for c in np.flatnonzero(opposite).tolist():
+                swung[:, :, c] = matrix_from_two_vectors(a[:, c], b[:, c]) @ turn_t[:, :, c]
+        turn_t = swung if every[i] else np.where(ok[:, i], swung, turn_t)
+        out[i] = turn_t
+    return out.transpose(3, 0, 1, 2)
 
 
 def _axis(joints: np.ndarray, segments: np.ndarray, tiny: np.ndarray) -> np.ndarray:

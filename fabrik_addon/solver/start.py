@@ -28,6 +28,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from . import rotations as _rotations
 from .rotations import perpendicular_floats, roll_turn_floats, turn_floats
 
 # Relative size below which a distance or offset counts as zero (as in .prepare).
@@ -356,7 +357,7 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     d = np.diff(joints, axis=1) / lengths[:, :, None]
     axis = _bend_axes(joints, d, lengths, poles, tiny)
     e1 = _perpendiculars(axis)
-    e2 = np.cross(axis, e1)
+    e2 = _cross(axis, e1)
     along = lengths * np.einsum("cki,ci->ck", d, axis)
     across = lengths * (np.einsum("cki,ci->ck", d, e1) + 1j * np.einsum("cki,ci->ck", d, e2))
     p = along.sum(axis=1)  # fsum in the single-chain version: equal to rounding
@@ -382,11 +383,11 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     if turn.any():
         # v + w x v + (w x (w x v)) / (1 + cos), w = a x u: turn_floats, row by row (batched 3x3 matrix
         # products of this size cost more than the arithmetic).
-        wv = np.cross(a, u)[:, None]
+        wv = _cross(a, u)[:, None]
         h = np.where(turn, 1.0 / np.where(turn, 1.0 + cos, 1.0), 0.0)[:, None, None]
         v = offsets
-        wxv = np.cross(wv, v)
-        turned = v + wxv + h * np.cross(wv, wxv)
+        wxv = _cross(wv, v)
+        turned = v + wxv + h * _cross(wv, wxv)
         offsets = np.where(turn[:, None, None], turned, offsets)
     for row in np.flatnonzero(half):
         ax, ay, az = a[row]
@@ -397,10 +398,16 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     return root[:, None] + offsets
 
 
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``np.cross`` (same floats, same C layout, so einsums over it sum in the same order) at a fraction of its
+    calls."""
+    return np.ascontiguousarray(_rotations.cross(a, b))
+
+
 def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np.ndarray | None,
                tiny: np.ndarray) -> np.ndarray:
     """:func:`_bend_axis` for every chain (``d``: unit bone directions ``(C, N, 3)``)."""
-    b = np.cross(d[:, :-1], d[:, 1:]).sum(axis=1)
+    b = _cross(d[:, :-1], d[:, 1:]).sum(axis=1)
     normal, plane = _least_squares_normals(d, lengths)
     side = np.einsum("ci,ci->c", normal, b)
     cancel = np.abs(side) <= 1e-6
@@ -427,7 +434,7 @@ def _bend_axes(joints: np.ndarray, d: np.ndarray, lengths: np.ndarray, poles: np
                 wn = np.sqrt(np.einsum("ci,ci->c", wv, wv))
             toward = wn > tiny[straight]
             wv = np.where(toward[:, None], wv / np.where(toward, wn, 1.0)[:, None], _perpendiculars(a))
-            bv = np.cross(a, wv)
+            bv = _cross(a, wv)
             out[straight] = bv / np.sqrt(np.einsum("ci,ci->c", bv, bv))[:, None]
     return out
 
@@ -453,10 +460,10 @@ def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarr
     r0 = np.stack([a - low, dd, e], axis=1)
     r1 = np.stack([dd, b - low, f], axis=1)
     r2 = np.stack([e, f, c - low], axis=1)
-    best = np.cross(r0, r1)
+    best = _cross(r0, r1)
     best_norm = np.einsum("ci,ci->c", best, best)
     for u, v in ((r0, r2), (r1, r2)):
-        x = np.cross(u, v)
+        x = _cross(u, v)
         norm = np.einsum("ci,ci->c", x, x)
         longer = norm > best_norm
         best = np.where(longer[:, None], x, best)
@@ -469,7 +476,7 @@ def _bulge_sides(joints: np.ndarray, normal: np.ndarray) -> np.ndarray:
     """:func:`_bulge_side` for every chain."""
     a = joints[:, -1] - joints[:, 0]
     m = joints[:, 1:-1].mean(axis=1) - joints[:, 0]
-    return np.einsum("ci,ci->c", np.cross(m, a), normal)
+    return np.einsum("ci,ci->c", _cross(m, a), normal)
 
 
 def _perpendiculars(u: np.ndarray) -> np.ndarray:
@@ -483,73 +490,87 @@ def _perpendiculars(u: np.ndarray) -> np.ndarray:
     return out / np.sqrt(np.einsum("ci,ci->c", out, out))[:, None]
 
 
-def _evaluate_all(across: np.ndarray, c: np.ndarray, offset: np.ndarray,
-                  terms: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_evaluate` for every chain; ``terms``: :func:`_horner_terms` of ``across``, when already made."""
+def _horner_terms(across: np.ndarray) -> np.ndarray:
+    """``(N, 2, C)``: row ``j`` holds ``a_k`` and ``k * a_k`` for ``k = N-1-j`` (from the highest ``k`` down),
+    as :func:`_evaluate_all` adds them (made once per search instead of once per evaluation)."""
+    n = across.shape[1]
+    k = np.arange(n - 1, -1, -1)
+    return np.stack([across.T[k], k[:, None] * across.T[k]], axis=1)
+
+
+def _evaluate_all(terms: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_evaluate` for every chain (``terms``: :func:`_horner_terms`): the same operations in the
+    same order, so the same floats. ``s`` and ``d`` share one array, so a Horner step is two in-place
+    numpy calls on both."""
     z = np.cos(c) + 1j * np.sin(c)
-    if terms is None:
-        terms = _horner_terms(across)
-    (s, d), *rest = terms
-    s, d = s.copy(), d.copy()
-    for a, ka in rest:  # s = s * z + a_k, d = d * z + k * a_k, in place
-        s *= z
-        s += a
-        d *= z
-        d += ka
+    sd = terms[0].copy()
+    for t in terms[1:]:  # s = s * z + a_k, d = d * z + k * a_k
+        sd *= z
+        sd += t
+    s, d = sd
     return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
 
 
-def _horner_terms(across: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``(a_k, k * a_k)`` columns of ``across`` from the highest ``k`` down, contiguous, as
-    :func:`_evaluate_all` multiplies them (made once per search instead of once per evaluation)."""
-    n = across.shape[1]
-    return [(np.ascontiguousarray(across[:, k]), k * across[:, k]) for k in range(n - 1, -1, -1)]
-
-
 def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int) -> np.ndarray:
-    """:func:`_curl_angle` for every chain: the same steps, chains dropping out as they finish."""
+    """:func:`_curl_angle` for every chain: the same steps and decisions; the search state is kept for the
+    chains still searching only (compacted as chains finish), so each step costs a fixed few dozen numpy
+    calls on the fewest rows."""
     count = len(offset)
     terms = _horner_terms(across)
-    f0, df = _evaluate_all(across, np.zeros(count), offset, terms)
+    f, df = _evaluate_all(terms, np.zeros(count), offset)
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     out = np.zeros(count)
-    active = np.abs(f0) > small
-    positive = f0 > 0.0
+    size = np.abs(f)
+    rows = np.flatnonzero(size > small)
+    if not len(rows):
+        return out
+    positive = f > 0.0
     sign = np.where(np.abs(df) > 1e-9 * scale, np.where((df < 0.0) == positive, 1.0, -1.0),
                     np.where(positive, 1.0, -1.0))
+    if len(rows) < count:
+        terms, offset, small, positive, sign = terms[:, :, rows], offset[rows], small[rows], positive[rows], sign[rows]
+        f, df, size = f[rows], df[rows], size[rows]
     cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n
-    c, f = np.zeros(count), f0.copy()
-    lo, hi = np.zeros(count), np.full(count, np.nan)
+    m = len(rows)
+    c, lo, hi = np.zeros(m), np.zeros(m), np.full(m, np.nan)
+    opened = m  # rows not bracketed yet (hi is NaN)
     for _ in range(8 * n + 64):
-        if not active.any():
-            break
-        with np.errstate(divide="ignore", invalid="ignore"):
-            step = np.where(df != 0.0, -f / np.where(df != 0.0, df, 1.0), 0.0)
-        open_ = np.isnan(hi)
-        free = np.where(step * sign > 0.0, np.clip(step, -cap, cap), sign * cap)
-        new_open = np.clip(c + free, -limit, limit)
-        new_closed = c + step
-        inside = (np.fmin(lo, hi) < new_closed) & (new_closed < np.fmax(lo, hi))
-        new_closed = np.where(inside, new_closed, 0.5 * (lo + hi))
-        new = np.where(open_, new_open, new_closed)
-        f_new, df_new = _evaluate_all(across, new, offset, terms)
-        found = active & (np.abs(f_new) <= small)
-        out[found] = new[found]
-        active &= ~found
+        step = -np.divide(f, df, out=np.zeros(m), where=df != 0.0)
+        if opened:  # Newton's step where it heads the right way, else a full one; at most cap
+            free = np.where(step * sign > 0.0, np.minimum(np.maximum(step, -cap), cap), sign * cap)
+            new = np.minimum(np.maximum(c + free, -limit), limit)
+        if opened < m:  # inside the bracket, or bisect
+            closed = c + step
+            inside = (np.fmin(lo, hi) < closed) & (closed < np.fmax(lo, hi))
+            closed = np.where(inside, closed, 0.5 * (lo + hi))
+            new = closed if not opened else np.where(hi != hi, new, closed)
+        f_new, df_new = _evaluate_all(terms, new, offset)
+        size_new = np.abs(f_new)
+        found = size_new <= small
         crossed = (f_new > 0.0) != positive
-        stuck = active & ~crossed & open_ & ((np.abs(f_new) >= np.abs(f)) | (new == c))
-        out[stuck] = c[stuck]
-        active &= ~stuck
-        hi = np.where(active & crossed, new, hi)
-        lo = np.where(active & ~crossed, new, lo)
-        c = np.where(active, new, c)
-        f = np.where(active, f_new, f)
-        df = np.where(active, df_new, df)
-        shrunk = active & ~np.isnan(hi) & (np.abs(hi - lo) <= 4e-16 * np.maximum(1.0, np.abs(c)))
-        out[shrunk] = c[shrunk]
-        active &= ~shrunk
-    out[active] = c[active]
+        # past the nearest the curl gets (not bracketed): FABRIK finishes from the previous c
+        stuck = ~crossed & ((size_new >= size) | (new == c))
+        if opened < m:
+            stuck &= hi != hi
+        stuck &= ~found
+        hi = np.where(crossed, new, hi)
+        lo = np.where(crossed, lo, new)
+        done = found | stuck | ((hi == hi) & (np.abs(hi - lo) <= 4e-16 * np.maximum(1.0, np.abs(new))))
+        if done.any():
+            out[rows[done]] = np.where(stuck, c, new)[done]
+            keep = ~done
+            rows = rows[keep]
+            m = len(rows)
+            if not m:
+                return out
+            terms = terms[:, :, keep]
+            offset, small, positive, sign = offset[keep], small[keep], positive[keep], sign[keep]
+            new, f_new, df_new, size_new = new[keep], f_new[keep], df_new[keep], size_new[keep]
+            lo, hi = lo[keep], hi[keep]
+        c, f, df, size = new, f_new, df_new, size_new
+        opened = int(np.count_nonzero(hi != hi))
+    out[rows] = c
     return out
 
 
@@ -566,8 +587,8 @@ def _roll_to_poles(offsets: np.ndarray, u: np.ndarray, w: np.ndarray, tiny: np.n
         return
     norm = np.where(ok, mn * wn, 1.0)
     cos = np.where(ok, np.einsum("ci,ci->c", m, w) / norm, 1.0)
-    sin = np.where(ok, np.einsum("ci,ci->c", u, np.cross(m, w)) / norm, 0.0)
+    sin = np.where(ok, np.einsum("ci,ci->c", u, _cross(m, w)) / norm, 0.0)
     v = offsets[:, 1:n]
     t = np.einsum("cki,ci->ck", v, u) * (1.0 - cos)[:, None]
-    offsets[:, 1:n] = (v * cos[:, None, None] + np.cross(u[:, None], v) * sin[:, None, None]
+    offsets[:, 1:n] = (v * cos[:, None, None] + _cross(u[:, None], v) * sin[:, None, None]
                        + u[:, None] * t[:, :, None])
