@@ -102,8 +102,8 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     """Batched :func:`chain_turns`: ``(C, N+1, 3)`` joints, ``(C, 3)`` poles (NaN rows: none) and sides;
     returns ``(C, N, 3, 3)``."""
     count, n = before.shape[0], before.shape[1] - 1
-    seg_before = np.diff(before, axis=1)
-    seg_after = np.diff(after, axis=1)
+    seg_before = before[:, 1:] - before[:, :-1]  # np.diff's floats, without its wrapper
+    seg_after = after[:, 1:] - after[:, :-1]
     lengths = np.sqrt(np.einsum("cki,cki->ck", seg_before, seg_before))
     total = lengths.sum(axis=1)
     tiny = EPS * np.maximum(total, 1e-300)
@@ -147,17 +147,21 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     after_t = np.ascontiguousarray(d_after.transpose(1, 2, 0))
     twice = 2.0 * after_t[:, :, None]  # (N, 3, 1, C)
     out = np.empty((n, 3, 3, count))
+    add = np.add.reduce  # .sum's floats without its Python wrapper
     for i in range(n):
-        a = (turn_t * before_t[i]).sum(axis=1)  # the start direction carried by the turn so far
-        a /= np.sqrt((a * a).sum(axis=0))
+        a = add(turn_t * before_t[i], axis=1)  # the start direction carried by the turn so far
+        a /= np.sqrt(add(a * a, axis=0))
         b = after_t[i]
-        dot = (a * b).sum(axis=0)
-        opposite = dot < -1.0 + 1e-12
-        half = opposite.any()
+        dot = add(a * b, axis=0)
+        half = np.minimum.reduce(dot) < -1.0 + 1e-12
         w = a + b
-        k = 1.0 / (1.0 + dot) if not half else 1.0 / np.where(opposite, 1.0, 1.0 + dot)
-        swung = turn_t - (w * k)[:, None] * (w[:, None] * turn_t).sum(axis=0) \
-            + twice[i] * (a[:, None] * turn_t).sum(axis=0)
+        if half:
+            opposite = dot < -1.0 + 1e-12
+            k = 1.0 / np.where(opposite, 1.0, 1.0 + dot)
+        else:
+            k = 1.0 / (1.0 + dot)
+        swung = turn_t - (w * k)[:, None] * add(w[:, None] * turn_t, axis=0) \
+            + twice[i] * add(a[:, None] * turn_t, axis=0)
         if half:  # a half turn: about a deterministic perpendicular
             for c in np.flatnonzero(opposite).tolist():
                 swung[:, :, c] = matrix_from_two_vectors(a[:, c], b[:, c]) @ turn_t[:, :, c]
@@ -192,7 +196,7 @@ def _bend(joints: np.ndarray, k: np.ndarray | None = None) -> np.ndarray:
         k = axis / np.where(norm > 0.0, norm, 1.0)[:, None]
     if n < 2:
         return np.zeros((joints.shape[0], 3))
-    mean = joints[:, 1:n].mean(axis=1) - joints[:, 0]
+    mean = joints[:, 1:n].sum(axis=1) / (n - 1) - joints[:, 0]  # the mean's floats
     return _across(mean, k)
 
 

@@ -354,7 +354,7 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     r2 = np.einsum("ci,ci->c", g, g)
     total = lengths.sum(axis=1)
     tiny = EPS * total
-    d = np.diff(joints, axis=1) / lengths[:, :, None]
+    d = (joints[:, 1:] - joints[:, :-1]) / lengths[:, :, None]  # np.diff's floats, without its wrapper
     axis = _bend_axes(joints, d, lengths, poles, tiny)
     e1 = _perpendiculars(axis)
     e2 = _cross(axis, e1)
@@ -443,8 +443,9 @@ def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarr
     """:func:`_least_squares_normal` for every chain: the normals ``(C, 3)`` and where they exist."""
     x, y, z = d[:, :, 0], d[:, :, 1], d[:, :, 2]
     lx, ly = lengths * x, lengths * y
-    a, b, c = (lx * x).sum(axis=1), (ly * y).sum(axis=1), (lengths * z * z).sum(axis=1)
-    dd, e, f = (lx * y).sum(axis=1), (lx * z).sum(axis=1), (ly * z).sum(axis=1)
+    add = np.add.reduce  # .sum's floats without its Python wrapper
+    a, b, c = add(lx * x, axis=1), add(ly * y, axis=1), add(lengths * z * z, axis=1)
+    dd, e, f = add(lx * y, axis=1), add(lx * z, axis=1), add(ly * z, axis=1)
     trace = a + b + c
     q = trace / 3.0
     p = np.sqrt(((a - q) ** 2 + (b - q) ** 2 + (c - q) ** 2 + 2.0 * (dd * dd + e * e + f * f)) / 6.0)
@@ -452,7 +453,7 @@ def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarr
     p = np.where(spread, p, 1.0)
     ba, bb, bc, bd, be, bf = (a - q) / p, (b - q) / p, (c - q) / p, dd / p, e / p, f / p
     det = ba * (bb * bc - bf * bf) - bd * (bd * bc - bf * be) + be * (bd * bf - bb * be)
-    phi = np.arccos(np.clip(det / 2.0, -1.0, 1.0)) / 3.0
+    phi = np.arccos(np.minimum(np.maximum(det / 2.0, -1.0), 1.0)) / 3.0  # np.clip's floats
     high = q + 2.0 * p * np.cos(phi)
     low = q + 2.0 * p * np.cos(phi + 2.0 * math.pi / 3.0)
     middle = trace - high - low
@@ -475,7 +476,7 @@ def _least_squares_normals(d: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarr
 def _bulge_sides(joints: np.ndarray, normal: np.ndarray) -> np.ndarray:
     """:func:`_bulge_side` for every chain."""
     a = joints[:, -1] - joints[:, 0]
-    m = joints[:, 1:-1].mean(axis=1) - joints[:, 0]
+    m = joints[:, 1:-1].sum(axis=1) / (joints.shape[1] - 2) - joints[:, 0]  # the mean's floats
     return np.einsum("ci,ci->c", _cross(m, a), normal)
 
 
@@ -557,7 +558,7 @@ def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: i
         hi = np.where(crossed, new, hi)
         lo = np.where(crossed, lo, new)
         done = found | stuck | ((hi == hi) & (np.abs(hi - lo) <= 4e-16 * np.maximum(1.0, np.abs(new))))
-        if done.any():
+        if np.logical_or.reduce(done):  # .any() without its Python wrapper
             out[rows[done]] = np.where(stuck, c, new)[done]
             keep = ~done
             rows = rows[keep]
@@ -577,7 +578,7 @@ def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: i
 def _roll_to_poles(offsets: np.ndarray, u: np.ndarray, w: np.ndarray, tiny: np.ndarray) -> None:
     """:func:`_roll_to_pole` for every chain (offsets changed in place)."""
     n = offsets.shape[1] - 1
-    m = offsets[:, 1:n].mean(axis=1)
+    m = offsets[:, 1:n].sum(axis=1) / (n - 1)  # the mean's floats
     m = m - np.einsum("ci,ci->c", m, u)[:, None] * u
     w = w - np.einsum("ci,ci->c", w, u)[:, None] * u
     mn = np.sqrt(np.einsum("ci,ci->c", m, m))
