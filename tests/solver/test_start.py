@@ -1,0 +1,65 @@
+"""The batched curled start (many chains at once, in numpy) equals the single-chain one chain by chain."""
+
+import numpy as np
+import pytest
+from chains import random_chain, reachable_target
+
+from fabrik_addon.solver.start import (
+    _curl_angle,
+    _curl_angles,
+    _evaluate,
+    _evaluate_all,
+    _horner_terms,
+    curled_start,
+    curled_starts,
+)
+
+
+@pytest.mark.parametrize("n", [2, 3, 10, 20])
+def test_batched_evaluation_is_the_single_chain_one(n):
+    rng = np.random.default_rng(700 + n)
+    count = 64
+    across = rng.normal(size=(count, n)) + 1j * rng.normal(size=(count, n))
+    c = rng.uniform(-np.pi, np.pi, count)
+    offset = rng.normal(size=count)
+    f, df = _evaluate_all(_horner_terms(across), c, offset)
+    for row in range(count):
+        f1, df1 = _evaluate(across[row].tolist(), float(c[row]), float(offset[row]))
+        size = float(np.abs(across[row]).sum()) ** 2 * n  # the largest terms summed: rounding is relative to it
+        assert abs(f[row] - f1) <= 1e-14 * size
+        assert abs(df[row] - df1) <= 1e-14 * size
+
+
+@pytest.mark.parametrize("n", [2, 3, 7, 15])
+def test_batched_curl_finds_the_single_chain_root(n):
+    """Chains finish the search at different steps; each keeps the root its own search finds."""
+    rng = np.random.default_rng(720 + n)
+    count = 80
+    across = rng.normal(size=(count, n)) + 1j * rng.normal(size=(count, n))
+    across[::4] = across[::4].real + 0j  # straight across the axis: F'(0) = 0
+    along = rng.normal(size=(count, n)) * 0.3
+    total = np.abs(across).sum(axis=1) + np.abs(along).sum(axis=1)
+    r = rng.uniform(0.02, 0.99, count) * total
+    r[::5] = np.hypot(np.abs(across[::5].sum(axis=1)), along[::5].sum(axis=1))  # the target already reached
+    p = along.sum(axis=1)
+    offset, scale = p * p - r * r, total * total
+    batch = _curl_angles(across, offset, scale, n)
+    for row in range(count):
+        single = _curl_angle(across[row].tolist(), float(offset[row]), float(scale[row]), n)
+        assert batch[row] == pytest.approx(single, abs=1e-12)
+
+
+@pytest.mark.parametrize("with_pole", [False, True])
+def test_curled_starts_are_the_single_chain_starts(with_pole):
+    rng = np.random.default_rng(740 + with_pole)
+    for n in (2, 4, 10):
+        joints = np.stack([random_chain(rng, n, 3) for _ in range(30)])
+        lengths = np.linalg.norm(np.diff(joints, axis=1), axis=2)
+        targets = np.stack([reachable_target(rng, j) for j in joints])
+        poles = joints[:, 0] + rng.normal(size=(30, 3)) * 2.0 if with_pole else None
+        batch = curled_starts(joints, targets, poles, lengths)
+        for c in range(len(joints)):
+            xs, ys, zs = curled_start(joints[c, :, 0].tolist(), joints[c, :, 1].tolist(), joints[c, :, 2].tolist(),
+                                      lengths[c].tolist(), targets[c].tolist(),
+                                      None if poles is None else poles[c].tolist())
+            np.testing.assert_allclose(batch[c], np.array([xs, ys, zs]).T, atol=1e-9)
