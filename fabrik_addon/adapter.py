@@ -52,7 +52,9 @@ def bulk_matrices(collection, attribute: str, count: int) -> np.ndarray:
 def write_quaternions(ob, rows: np.ndarray) -> None:
     """Every pose bone's ``rotation_quaternion`` of ``ob`` from ``rows`` (B, 4), in one ``foreach_set``."""
     ob.pose.bones.foreach_set("rotation_quaternion", rows.astype(np.float32).ravel())
-    ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+    # foreach_set does not tag the object (without a tag the pose lags a frame). 'DATA' is the tag a
+    # rotation written through RNA gives (the pose update's geometry tag); an empty refresh tags every component.
+    ob.update_tag(refresh={'DATA'})
 
 
 def read_rotation(pose_bone) -> tuple[float, ...]:

@@ -78,11 +78,13 @@ def drop(ob) -> None:
     _caches.pop(ob.session_uid, None)
 
 
-def get(ob) -> RigCache:
-    """The cache of armature object ``ob``, built on first use or after the action changed."""
+def get(ob, bones=None) -> RigCache:
+    """The cache of armature object ``ob``, built on first use or after the action changed (``bones``:
+    its ``pose.bones``, when already read)."""
     key = action_key(ob)
     cache = _caches.get(ob.session_uid)
-    if cache is None or cache.data_uid != ob.data.session_uid or len(cache.names) != len(ob.pose.bones):
+    if cache is None or cache.data_uid != ob.data.session_uid \
+            or len(cache.names) != len(ob.pose.bones if bones is None else bones):
         cache = _caches[ob.session_uid] = _build(ob, key)
     elif cache.action_key != key:
         cache.animated, cache.animated_paths = _animated(ob, cache)

@@ -49,7 +49,15 @@ def clear() -> None:
 def record_solve(chain, reached: bool, converged: bool, error: float, iterations: int) -> None:
     """A solved chain's status: reached; ran out of iterations while still closing in (says so, with
     the count); or settled short, i.e. out of reach (under its limits)."""
-    record(chain, *solve_status(reached, converged, iterations), error, iterations)
+    key = chain.as_pointer()
+    entry = _results.get(key)
+    if entry is None:
+        entry = _results[key] = Diagnostic()
+    if reached:  # the common case without the calls (this runs per chain per frame)
+        entry.status, entry.message = 'REACHED', ""
+    else:
+        entry.status, entry.message = solve_status(reached, converged, iterations)
+    entry.error, entry.iterations = error, iterations
 
 
 def solve_status(reached: bool, converged: bool, iterations: int) -> tuple[str, str]:

@@ -76,9 +76,10 @@ class ArmatureFrame:
         return _hangs(self.ob)
 
 
-def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None) -> ArmatureFrame:
+def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=None) -> ArmatureFrame:
     """The armature's state this frame; raises for a scale the solve cannot honour. ``chains``: its
-    chains as a list, when already listed this frame (indexing a list is cheaper than the collection).
+    chains as a list, when already listed this frame (indexing a list is cheaper than the collection);
+    ``bones``: its ``pose.bones``, when already read.
 
     mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
     are written so that NaN fails them.
@@ -93,7 +94,8 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None) -> Arm
         chains = ob.fabrik.chains
     plan = layout(ob, rig_cache, chains)
     return ArmatureFrame(ob, ev, chains, rig_cache, plan, depsgraph,
-                         world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0, ob.pose.bones, ev.pose.bones,
+                         world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0,
+                         ob.pose.bones if bones is None else bones, ev.pose.bones,
                          bool(plan.dependent))
 
 
@@ -129,32 +131,39 @@ def placed_count(chain, bones: int) -> int:
     return bones - 1 if chain.match_target_rotation else bones
 
 
-def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short,
-                 scale_flags=None) -> ChainInputs:
+def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short, scale_flags=None,
+                 references: tuple | None = None, use_stretch: bool | None = None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
     ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
     matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
     segment too short to turn, or is None when none is; ``scale_flags`` see :func:`check_pose_scale`.
+    ``references``: ``(target, pole, target_hangs, pole_hangs)`` when already read this frame
+    (:func:`.plan.check_references_once`); ``use_stretch``: the chain's, when already read.
     """
     n = len(plan.idx)
-    placed = placed_count(chain, n)
+    placed = n - 1 if plan.match_rotation else n
     if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
-        check_pose_scale(plan, pre, parent, scale_flags, uniform=not chain.use_stretch)
+        check_pose_scale(plan, pre, parent, scale_flags,
+                         uniform=not (chain.use_stretch if use_stretch is None else use_stretch))
     if short is not None:
         for k in range(placed):
             if short[k]:
                 raise ChainError(f"Bone '{plan.bones[k]}' has zero length")
     depsgraph = arm.depsgraph
     layer = arm.layer
-    target_ob, pole_ob = chain.target, chain.pole
-    target = arm.inv_world_m @ world_position(target_ob, chain.target_bone, depsgraph, "Target", layer)
+    if references is None:
+        target_ob, pole_ob, target_hangs, pole_hangs = chain.target, chain.pole, None, None
+    else:
+        target_ob, pole_ob, target_hangs, pole_hangs = references
+    target = arm.inv_world_m @ world_position(target_ob, chain.target_bone, depsgraph, "Target", layer, target_hangs)
     pole = None
     if pole_ob is not None:
-        pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer)
+        pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer, pole_hangs)
     target_matrix = None
     if placed < n:  # the tip takes the target's orientation
-        target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer)
+        target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer,
+                                                     target_hangs)
     start = joints[:placed + 1]
     influence = chain.influence
     if influence < 1.0 and placed:
@@ -258,12 +267,16 @@ def check_pose_scale(plan: ChainPlan, pre, parent, flags=None, uniform: bool = T
                              "while the parent is scaled; set it to Full")
 
 
-def _evaluated(target, depsgraph, label: str, layer: tuple[bool, Any] | None = None):
+def _evaluated(target, depsgraph, label: str, layer: tuple[bool, Any] | None = None, hangs: bool | None = None):
     """The target as this frame evaluates it; refused when the view layer does not evaluate it and it moves.
-    ``layer``: :attr:`ArmatureFrame.layer`, when at hand."""
+    ``layer``: :attr:`ArmatureFrame.layer`, when at hand; ``hangs``: :func:`.plan._hangs` of the target,
+    when already known."""
     ev = target.evaluated_get(depsgraph)
-    if (target.animation_data is not None or target.parent is not None or len(target.constraints)) \
-            and not _in_view_layer(target, ev, depsgraph, layer):
+    if hangs is None:
+        moves = target.animation_data is not None or target.parent is not None or len(target.constraints) > 0
+    else:
+        moves = hangs or target.animation_data is not None
+    if moves and not _in_view_layer(target, ev, depsgraph, layer):
         raise ChainError(f"{label} '{target.name}' is not evaluated in this view layer (hidden, disabled, excluded "
                          "or in another scene), so its animation cannot be followed; show it in this view layer")
     return ev
@@ -308,12 +321,14 @@ def rest_side(ob, plan: ChainPlan, placed: int) -> tuple[float, float, float]:
     return side
 
 
-def world_position(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None) -> Vector:
+def world_position(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None,
+                   hangs: bool | None = None) -> Vector:
     """World-space position of a target or pole (object, or the head of one of its bones), evaluated.
 
-    The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix.
+    The cheap read for every chain, every frame; :func:`world_matrix` gives the whole matrix. ``hangs``:
+    see :func:`_evaluated`.
     """
-    ev = _evaluated(target, depsgraph, label, layer)
+    ev = _evaluated(target, depsgraph, label, layer, hangs)
     if target.type == 'ARMATURE' and bone_name:
         point = ev.matrix_world @ _pose_bone(target, ev, bone_name, label).head
     else:
@@ -324,9 +339,10 @@ def world_position(target, bone_name: str, depsgraph, label: str, layer: tuple[b
     return point
 
 
-def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None) -> np.ndarray:
+def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[bool, Any] | None = None,
+                 hangs: bool | None = None) -> np.ndarray:
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
-    ev = _evaluated(target, depsgraph, label, layer)
+    ev = _evaluated(target, depsgraph, label, layer, hangs)
     matrix = adapter.matrix_to_np(ev.matrix_world)
     if target.type == 'ARMATURE' and bone_name:
         matrix = matrix @ adapter.matrix_to_np(_pose_bone(target, ev, bone_name, label).matrix)

@@ -35,6 +35,9 @@ class ChainPlan:
     sides: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     # The few-chain path's last pose without IK, with the exact inputs it was made from (.small._start_pose).
     start_pose: tuple | None = None
+    # Settings in the layout's key (read every frame by :func:`layout`), so valid while the plan is:
+    match_rotation: bool = False  # the tip takes the target's rotation (match_target_rotation)
+    two_bone: bool = False  # solver == 'TWO_BONE'
 
 
 @dataclass
@@ -91,7 +94,8 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
     else:  # the same settings, the numbers read in bulk (one foreach_get each instead of one read per chain)
         key = (cache.generation(), tuple(chain.tip_bone for chain in chains),
                *(_bulk(ob.fabrik.chains, name, dtype) for name, dtype in _KEYED))
-    if key not in rig_cache.plans:
+    result: Layout | None = rig_cache.plans.get(key)  # (one lookup: a tuple hashes its items at every lookup)
+    if result is None:
         plans, invalid = _plan_chains(ob)
         for plan in plans:
             plan.idx = [rig_cache.index[name] for name in plan.bones]
@@ -106,10 +110,10 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
                 free.append(group[0])
             else:
                 dependent.append(group)
-        rig_cache.plans = {key: Layout(plans, invalid, free, dependent, labels, _moved(ob, plans))}
+        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans))
+        rig_cache.plans = {key: result}
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
-    result: Layout = rig_cache.plans[key]
     for index, message in result.invalid:
         set_status(chains[index], 'INVALID', message)
     return result
@@ -149,7 +153,8 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
         data = ob.data.bones
         scale_free = [k for k, name in enumerate(bones)
                       if data[name].parent is not None and data[name].inherit_scale in ('NONE', 'NONE_LEGACY')]
-        plans.append(ChainPlan(index, bones, bone_depth(data[bones[0]]), scale_free=scale_free))
+        plans.append(ChainPlan(index, bones, bone_depth(data[bones[0]]), scale_free=scale_free,
+                               match_rotation=chain.match_target_rotation, two_bone=chain.solver == 'TWO_BONE'))
     plans.sort(key=lambda plan: plan.depth)
     return plans, invalid
 
@@ -292,6 +297,10 @@ def _moved_of(obj) -> dict[str, str]:
     return layout(obj).moved
 
 
+# Stands for "not read yet" where None means "no object".
+_UNREAD = object()
+
+
 def _hangs(item) -> bool:
     """Whether an object may follow something else: a parent or constraints (0.3 us to ask)."""
     return item is not None and (item.parent is not None or len(item.constraints) > 0)
@@ -332,24 +341,32 @@ def check_dependencies(ob, chain, plan: ChainPlan) -> None:
                          f"'{by}' moves; chains that follow other chains are not supported")
 
 
-def check_references_once(ob, chain, plan: ChainPlan, ob_hangs: bool | None = None) -> None:
+def check_references_once(ob, chain, plan: ChainPlan, ob_hangs: bool | None = None, target=_UNREAD,
+                          pole=_UNREAD) -> tuple[bool, bool]:
     """:func:`check_references` once per layout, then only whether the target still exists, and
     :func:`check_dependencies` again each frame for a target, pole or armature that has a parent or
     constraints (parenting changes no chain setting).
 
     Everything else it checks changes only through a chain setting, an armature edit, undo or a file
     load, each of which rebuilds the layout; a deleted target or pole object reads as None.
-    ``ob_hangs``: ``_hangs(ob)`` when already known this frame.
+    ``ob_hangs``: ``_hangs(ob)`` when already known this frame; ``target``, ``pole``: the chain's, when
+    already read. Returns whether the target and the pole hang (:func:`_hangs`), for
+    :func:`.inputs.world_position`.
     """
-    target = chain.target
+    if target is _UNREAD:
+        target = chain.target
     if target is None:
         raise ChainError("Pick a target object")
+    if pole is _UNREAD:
+        pole = chain.pole
+    target_hangs, pole_hangs = _hangs(target), _hangs(pole)
     if not plan.references_checked:
         check_references(ob, chain, plan.bones)
         check_dependencies(ob, chain, plan)
         plan.references_checked = True
-    elif _hangs(target) or _hangs(chain.pole) or (_hangs(ob) if ob_hangs is None else ob_hangs):
+    elif target_hangs or pole_hangs or (_hangs(ob) if ob_hangs is None else ob_hangs):
         check_dependencies(ob, chain, plan)  # parented since, or constrained: again
+    return target_hangs, pole_hangs
 
 
 def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: str, required: bool) -> None:

@@ -30,7 +30,6 @@ from .inputs import (
     ChainResult,
     chain_inputs,
     parent_matrix,
-    placed_count,
     rest_side,
     unit_columns,
 )
@@ -95,10 +94,12 @@ def _write_all(arm: ArmatureFrame, pending: list[tuple[int, Quaternion]]) -> Non
         j = 4 * i
         rows[j], rows[j + 1], rows[j + 2], rows[j + 3] = q
     arm.bones.foreach_set("rotation_quaternion", rows)
-    arm.ob.update_tag()  # foreach_set does not tag the object: without this the pose lags a frame
+    # foreach_set does not tag the object (without a tag the pose lags a frame). 'DATA' is the tag a
+    # rotation written through RNA gives (the pose update's geometry tag); an empty refresh tags every component.
+    arm.ob.update_tag(refresh={'DATA'})
 
 
-def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain, use_stretch: bool) -> StartPose:
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool) -> StartPose:
     """Forward kinematics from the parent, the base rotations and the evaluated location and scale.
 
     The pose without IK seldom changes while its target moves: the result is kept on ``plan`` with the
@@ -149,7 +150,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain, use_stretch: bool) -
         m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, base[k], scale if scales is None else scales[k])
         pre.append(m)
     joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
-    placed = placed_count(chain, len(plan.idx))
+    placed = len(plan.idx) - 1 if plan.match_rotation else len(plan.idx)
     xs, ys, zs = (list(c) for c in zip(*joints[:placed + 1]))
     sqrt = math.sqrt
     segments = [sqrt((xs[k + 1] - xs[k]) ** 2 + (ys[k + 1] - ys[k]) ** 2 + (zs[k + 1] - zs[k]) ** 2)
@@ -164,15 +165,16 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, chain, use_stretch: bool) -
 
 
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None) -> None:
-    check_references_once(arm.ob, chain, plan, arm.hangs)
+    target, pole = chain.target, chain.pole  # each read once: ~1 us a read
+    target_hangs, pole_hangs = check_references_once(arm.ob, chain, plan, arm.hangs, target, pole)
     use_stretch = chain.use_stretch
-    pose = _start_pose(arm, plan, chain, use_stretch)
+    pose = _start_pose(arm, plan, use_stretch)
     placed = len(pose.segments)
     inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
-                          () if pose.scale_checked else None)
+                          () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), use_stretch)
     pose.scale_checked = pose.scales is None
     result = _solve_points(inputs, pose, use_stretch)
-    if not math.isfinite(result.error + sum(sum(p) for p in result.joints)):
+    if not math.isfinite(result.error + sum(map(sum, result.joints))):
         raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
     segments = pose.segments
     stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
@@ -191,12 +193,12 @@ def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> Ch
     if not inputs.placed:
         solved, error, iterations = start, (start[0] - target).length, 0
     elif inputs.limits is not None:
-        solver = solve_two_bone if chain.solver == 'TWO_BONE' else solve_chain
+        solver = solve_two_bone if inputs.plan.two_bone else solve_chain
         result = solver(np.array(start), np.array(target), pole=None if pole is None else np.array(pole),
                         tolerance=tolerance, max_iterations=inputs.iterations, limits=inputs.limits, **soft)
         return ChainResult([Vector(p) for p in result.joints], result.error, result.iterations, result.reached,
                            result.converged, result.frames)
-    elif chain.solver == 'TWO_BONE':
+    elif inputs.plan.two_bone:
         points = two_bone_points(start, target.to_tuple(), None if pole is None else pole.to_tuple(), segments[0],
                                  segments[1], **soft)
         solved, iterations = [Vector(p) for p in points], 1
@@ -309,7 +311,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             q.negate()
         check += sum(q)
         rotations.append(q)
-    if not math.isfinite(check + sum(v.x + v.y + v.z for v in scales)):
+    if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
     originals, evaluated = arm.bones, arm.ev_bones
     keep_matrices = arm.keep_matrices

@@ -23,27 +23,30 @@ from .plan import ChainError, set_status
 SMALL_BONES = 96
 
 
-def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
+def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None) -> None:
     """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
 
     Each armature, each strategy call and each tree is isolated: whatever goes wrong marks only the
     chains concerned INVALID with a message. An armature whose bones were renamed or replaced behind
-    its cache (a lookup fails) is rebuilt and solved once more on its own.
+    its cache (a lookup fails) is rebuilt and solved once more on its own. ``chains``: each armature's
+    ``fabrik.chains``, when already read.
     """
     frames: list[ArmatureFrame] = []
     stale: list = []
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
-    for ob in obs:
-        chains = list(ob.fabrik.chains)  # indexed per chain below: a list is cheaper than the collection
+    for k, ob in enumerate(obs):
+        # indexed per chain below: a list is cheaper than the collection
+        listed = list(ob.fabrik.chains if chains is None else chains[k])
         try:
-            for chain in chains:
+            for chain in listed:
                 if not chain.enabled:
                     if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
                         release(ob, [chain], ob.evaluated_get(depsgraph))
                     set_status(chain, 'NONE')
-            arm = armature_frame(ob, depsgraph, cache.get(ob), chains)
+            bones = ob.pose.bones
+            arm = armature_frame(ob, depsgraph, cache.get(ob, bones), listed, bones)
         except ChainError as error:
-            _mark(chains, str(error))
+            _mark(listed, str(error))
             continue
         except Exception as error:  # noqa: BLE001 - one armature's failure never stops the others
             _failed(ob, None, error, stale if retry else None)
@@ -59,8 +62,10 @@ def solve_armatures(obs, depsgraph, retry: bool = True) -> None:
         for p in arm.layout.free:
             chain = arm.chains[p.index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
-            stretches = chain.use_stretch or (scaled and not scaled.isdisjoint(p.idx))
-            (few if stretches or bones_by_length[len(p.idx)] <= SMALL_BONES else many).append((chain, p))
+            # (the cheap test first: a chain bound for the few-chain path needs no other read)
+            few_chain = bones_by_length[len(p.idx)] <= SMALL_BONES or chain.use_stretch \
+                or (scaled and not scaled.isdisjoint(p.idx))
+            (few if few_chain else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
         if many:

@@ -54,10 +54,9 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if n < 2 or r2 <= tiny * tiny:
         return xs, ys, zs
     sqrt = math.sqrt
-    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across = _shape(
+    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, p, horner = _shape(
         tuple(xs), tuple(ys), tuple(zs), tuple(L), None if pole is None else tuple(pole))
-    p = math.fsum(along)
-    c = _curl_angle(across, p * p - r2, total * total, n)
+    c = _curl_angle(across, p * p - r2, total * total, n, horner)
 
     # Build the curled pose: bone k turned by k*c about the axis.
     z = complex(math.cos(c), math.sin(c))
@@ -116,9 +115,10 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
 def _shape(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], L: tuple[float, ...],
            pole: tuple[float, ...] | None) -> tuple:
     """What the curl needs from the pose without IK (and, for a straight chain, the pole): the axis
-    ``n``, two unit vectors ``e1``, ``e2 = n x e1`` across it, and each bone along ``n`` (floats) and
-    across it (complex numbers in ``e1``, ``e2``). Cached: a pose without IK seldom changes between
-    frames, and the cache key is all it depends on."""
+    ``n``, two unit vectors ``e1``, ``e2 = n x e1`` across it, each bone along ``n`` (floats) and
+    across it (complex numbers in ``e1``, ``e2``), the sum along ``n`` and :func:`_horner` of the
+    across parts. Cached: a pose without IK seldom changes between frames, and the cache key is all it
+    depends on."""
     n = len(L)
     tiny = EPS * math.fsum(L)
     dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
@@ -130,7 +130,22 @@ def _shape(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], 
     along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
     across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
                       L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
-    return nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across
+    return nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, math.fsum(along), _horner(across)
+
+
+def _horner(across: list[complex]) -> tuple:
+    """What :func:`_curl_angle` evaluates ``F`` with that does not depend on the target: the Horner terms
+    ``(a_k, k * a_k)`` from the second highest ``k`` down, after the highest, and the polynomial and its
+    ``k``-weighted sum at ``c = 0`` (:func:`_evaluate` at ``z = 1``: the same sums in the same order)."""
+    top = len(across) - 1
+    last, last_d = across[top], top * across[top]
+    terms = [(across[k], k * across[k]) for k in range(top - 1, -1, -1)]
+    s, d = last, last_d
+    one = complex(math.cos(0.0), math.sin(0.0))
+    for a, ka in terms:
+        s = s * one + a
+        d = d * one + ka
+    return last, last_d, terms, s, d
 
 
 def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float], dy: list[float],
@@ -253,7 +268,7 @@ def _evaluate(across: list[complex], c: float, offset: float) -> tuple[float, fl
     return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
 
 
-def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> float:
+def _curl_angle(across: list[complex], offset: float, scale: float, n: int, horner: tuple | None = None) -> float:
     """The first root of ``F`` from 0 on the side ``|F|`` falls to; where the curl cannot match the
     distance, where ``|F|`` stops shrinking.
 
@@ -262,8 +277,11 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
 
     :func:`_evaluate` is written out inline (the same operations in the same order, so the same floats):
     it runs a few times per chain per frame, where a Python call costs as much as its arithmetic.
+    ``horner``: :func:`_horner` of ``across``, when at hand (kept with the pose it comes from).
     """
-    f0, df = _evaluate(across, 0.0, offset)
+    last, last_d, terms, s, d = _horner(across) if horner is None else horner
+    sr, si = s.real, s.imag
+    f0, df = offset + sr * sr + si * si, -2.0 * (sr * d.imag - si * d.real)  # _evaluate(across, 0.0, offset)
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     if abs(f0) <= small:
         return 0.0
@@ -277,10 +295,6 @@ def _curl_angle(across: list[complex], offset: float, scale: float, n: int) -> f
     cap = MAX_TOTAL_STEP / (n - 1)
     limit = 2.0 * math.pi / n  # a full circle of curl: the chain closes on itself
     cos, sin = math.cos, math.sin
-    top = len(across) - 1
-    last, last_d = across[top], top * across[top]
-    # Horner terms from the second highest down: (a_k, k * a_k), as _evaluate multiplies them.
-    terms = [(across[k], k * across[k]) for k in range(top - 1, -1, -1)]
     c, f = 0.0, f0
     lo, hi = 0.0, math.nan  # F has the sign of f0 at lo and the other sign at hi, once bracketed
     for _ in range(8 * n + 64):

@@ -1,9 +1,14 @@
-"""The batched curled start (many chains at once, in numpy) equals the single-chain one chain by chain."""
+"""The curled start (solver/start.py): the curl search with the kept Horner terms changes nothing, and the
+batched start (many chains at once, in numpy) equals the single-chain one chain by chain."""
+
+import math
+import random
 
 import numpy as np
 import pytest
 from chains import random_chain, reachable_target
 
+from fabrik_addon.solver import start
 from fabrik_addon.solver.start import (
     _curl_angle,
     _curl_angles,
@@ -13,6 +18,40 @@ from fabrik_addon.solver.start import (
     curled_start,
     curled_starts,
 )
+
+
+def _random_chain(rng: random.Random, n: int) -> tuple[list[float], list[float], list[float], list[float]]:
+    xs, ys, zs = [0.0], [0.0], [0.0]
+    for _ in range(n):
+        d = [rng.gauss(0.0, 0.5), rng.gauss(0.0, 0.5), 1.0]
+        scale = rng.uniform(0.2, 1.0) / math.sqrt(sum(v * v for v in d))
+        xs.append(xs[-1] + d[0] * scale)
+        ys.append(ys[-1] + d[1] * scale)
+        zs.append(zs[-1] + d[2] * scale)
+    lengths = [math.dist((xs[k], ys[k], zs[k]), (xs[k + 1], ys[k + 1], zs[k + 1])) for k in range(n)]
+    return xs, ys, zs, lengths
+
+
+def test_curl_angle_with_the_kept_horner_terms_is_the_same_float_and_a_root_of_f():
+    rng = random.Random(11)
+    roots = 0
+    for _ in range(400):
+        n = rng.randint(2, 12)
+        xs, ys, zs, lengths = _random_chain(rng, n)
+        shape = start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), None)
+        along, across, p, horner = shape[9], shape[10], shape[11], shape[12]
+        assert p == math.fsum(along)
+        total = math.fsum(lengths)
+        r = rng.uniform(0.05, 1.0) * total
+        offset, scale = p * p - r * r, total * total
+        kept = start._curl_angle(across, offset, scale, n, horner)
+        assert kept == start._curl_angle(across, offset, scale, n)  # the same float, not merely close
+        f, _ = start._evaluate(across, kept, offset)
+        if abs(f) <= 1e-9 * scale:
+            roots += 1
+        else:  # the curl cannot match the distance: it stopped where |F| stops shrinking
+            assert abs(f) <= abs(start._evaluate(across, 0.0, offset)[0])
+    assert roots > 300  # most random targets within reach are matched exactly by the curl
 
 
 @pytest.mark.parametrize("n", [2, 3, 10, 20])
