@@ -329,7 +329,7 @@ def world_position(target, bone_name: str, depsgraph, label: str, layer: tuple[b
     see :func:`_evaluated`.
     """
     ev = _evaluated(target, depsgraph, label, layer, hangs)
-    if target.type == 'ARMATURE' and bone_name:
+    if bone_name and target.type == 'ARMATURE':  # (the name at hand first: the type is another read)
         point = ev.matrix_world @ _pose_bone(target, ev, bone_name, label).head
     else:
         point = ev.matrix_world.translation
@@ -344,7 +344,7 @@ def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[boo
     """World-space 4x4 matrix of a target or pole (object, or the head of one of its bones), evaluated."""
     ev = _evaluated(target, depsgraph, label, layer, hangs)
     matrix = adapter.matrix_to_np(ev.matrix_world)
-    if target.type == 'ARMATURE' and bone_name:
+    if bone_name and target.type == 'ARMATURE':
         matrix = matrix @ adapter.matrix_to_np(_pose_bone(target, ev, bone_name, label).matrix)
     if not np.isfinite(matrix).all() or np.abs(matrix[:3, 3]).max() > FAR_AWAY:
         raise ChainError(f"{label} '{target.name}' is at an invalid position (NaN or infinity)")

@@ -188,6 +188,42 @@ def test_target_that_this_view_layer_does_not_show(hide):
     assert_neighbour_solves(*other)
 
 
+def _carried(name, how):
+    """An empty with no animation of its own, moved by an animated carrier through a parent or a constraint."""
+    carrier = animated_target(f"{name}Carrier")
+    item = empty(name, (0.0, 0.0, 0.0))
+    if how == "parent":
+        item.parent = carrier
+    else:
+        constraint = item.constraints.new('COPY_LOCATION')
+        constraint.target = carrier
+    return item
+
+
+@pytest.mark.parametrize("how", ["parent", "constraint"])
+@pytest.mark.parametrize("role", ["Target", "Pole"])
+def test_target_or_pole_moved_by_another_object_and_not_evaluated_here_is_refused(role, how):
+    """A target or pole with no keys of its own that moves through a parent or a constraint is checked
+    for the view layer like an animated one: excluded, its evaluated position is stale, so the chain
+    says so (each object's own parent and constraints decide it, never the other one's)."""
+    ob = straightish_chain("Arm", 3)
+    carried = _carried(role, how)
+    if role == "Target":
+        chain = add_chain(ob, "b2", 3, carried)
+    else:
+        chain = add_chain(ob, "b2", 3, empty("StillTarget", (0.5, 0.5, 2.0)), pole=carried)
+    other = neighbour()
+    bpy.context.scene.frame_set(3)
+    assert chain.status == 'REACHED', (chain.status, chain.message)  # in the view layer: followed
+    _exclude(carried)
+    bpy.context.view_layer.update()
+    for frame in (1, 5, 8):
+        bpy.context.scene.frame_set(frame)
+        assert chain.status == 'INVALID', (frame, chain.status)
+        assert f"{role} '{role}' is not evaluated" in chain.message, chain.message
+    assert_neighbour_solves(*other)
+
+
 # Chain bones whose evaluated pose is not just their rotation channels.
 
 def _copy_rotation(ob):
