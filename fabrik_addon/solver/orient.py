@@ -102,24 +102,9 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     """Batched :func:`chain_turns`: ``(C, N+1, 3)`` joints, ``(C, 3)`` poles (NaN rows: none) and sides;
     returns ``(C, N, 3, 3)``."""
     count, n = before.shape[0], before.shape[1] - 1
-    seg_before = before[:, 1:] - before[:, :-1]  # np.diff's floats, without its wrapper
-    seg_after = after[:, 1:] - after[:, :-1]
-    lengths = np.sqrt(np.einsum("cki,cki->ck", seg_before, seg_before))
-    total = lengths.sum(axis=1)
-    tiny = EPS * np.maximum(total, 1e-300)
-    k_pre = _axis(before, seg_before, tiny)
+    lengths, total, tiny, k_pre, u_pre, b_pre, frame_pre_t, before_t = _start_of(before, sides)
+    seg_after = after[:, 1:] - after[:, :-1]  # np.diff's floats, without its wrapper
     k_sol = _axis(after, seg_after, tiny)
-    if sides is None:
-        u_pre = np.array([perpendicular_floats(*row) for row in k_pre.tolist()]).reshape(count, 3)
-    else:
-        u_pre = _across(np.asarray(sides, dtype=np.float64), k_pre)
-        norm = np.sqrt(np.einsum("ci,ci->c", u_pre, u_pre))
-        bad = norm <= 1e-9
-        if bad.any():
-            u_pre[bad] = [perpendicular_floats(*row) for row in k_pre[bad].tolist()]
-            norm[bad] = 1.0
-        u_pre /= norm[:, None]
-    b_pre = _unit_or(_across(_with_side(_bend(before, k_pre), u_pre, total), k_pre), u_pre)
     aim = matrices_from_two_vectors(k_pre, k_sol)
     u_sol = np.einsum("cij,cj->ci", aim, u_pre)
     b_sol = _unit_or(_across(_with_side(_bend(after, k_sol), u_sol, total), k_sol),
@@ -129,10 +114,8 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
         wn = np.sqrt(np.einsum("ci,ci->c", w, w))
         use = np.isfinite(wn) & (wn > tiny)
         b_sol[use] = w[use] / wn[use, None]
-    frame_pre = np.stack([k_pre, b_pre, cross(k_pre, b_pre)], axis=-1)
     frame_sol = np.stack([k_sol, b_sol, cross(k_sol, b_sol)], axis=-1)
-    turn = frame_sol @ np.swapaxes(frame_pre, 1, 2)
-    d_before = seg_before / np.maximum(lengths, 1e-300)[..., None]
+    turn = frame_sol @ frame_pre_t
     after_len = np.sqrt(np.einsum("cki,cki->ck", seg_after, seg_after))
     d_after = seg_after / np.maximum(after_len, 1e-300)[..., None]
     ok = (lengths > tiny[:, None]) & (after_len > tiny[:, None])
@@ -143,7 +126,6 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     # (3, 3, C) arrays), so every step is a few contiguous whole-array calls: no per-matrix BLAS call
     # (numpy's stacked matmul makes one per chain) and no strided copies.
     turn_t = np.ascontiguousarray(turn.transpose(1, 2, 0))  # (3, 3, C)
-    before_t = np.ascontiguousarray(d_before.transpose(1, 2, 0))  # (N, 3, C)
     after_t = np.ascontiguousarray(d_after.transpose(1, 2, 0))
     twice = 2.0 * after_t[:, :, None]  # (N, 3, 1, C)
     out = np.empty((n, 3, 3, count))
@@ -168,6 +150,50 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
         turn_t = swung if every[i] else np.where(ok[:, i], swung, turn_t)
         out[i] = turn_t
     return out.transpose(3, 0, 1, 2)
+
+
+# The start poses (poses without IK) seldom change between frames: what the turns need from them, the
+# last few by their exact inputs (so the same floats as made afresh).
+_KEPT: dict[tuple, tuple] = {}
+KEPT_STARTS = 8
+
+
+def _start_of(before: np.ndarray, sides: np.ndarray | None) -> tuple:
+    """What :func:`chains_turns` needs from the start poses alone: segment lengths ``(C, N)``, their
+    totals and tiny fractions ``(C,)``, the start frame's axis, side and bend ``(C, 3)``, the start frame
+    transposed ``(C, 3, 3)`` and the unit segments as ``(N, 3, C)``; kept while the same inputs return."""
+    sides_arr = None if sides is None else np.asarray(sides, dtype=np.float64)
+    key = (before.shape, before.tobytes(), None if sides_arr is None else sides_arr.tobytes())
+    kept = _KEPT.get(key)
+    if kept is not None:
+        return kept
+    count = before.shape[0]
+    seg_before = before[:, 1:] - before[:, :-1]  # np.diff's floats, without its wrapper
+    lengths = np.sqrt(np.einsum("cki,cki->ck", seg_before, seg_before))
+    total = lengths.sum(axis=1)
+    tiny = EPS * np.maximum(total, 1e-300)
+    k_pre = _axis(before, seg_before, tiny)
+    if sides_arr is None:
+        u_pre = np.array([perpendicular_floats(*row) for row in k_pre.tolist()]).reshape(count, 3)
+    else:
+        u_pre = _across(sides_arr, k_pre)
+        norm = np.sqrt(np.einsum("ci,ci->c", u_pre, u_pre))
+        bad = norm <= 1e-9
+        if bad.any():
+            u_pre[bad] = [perpendicular_floats(*row) for row in k_pre[bad].tolist()]
+            norm[bad] = 1.0
+        u_pre /= norm[:, None]
+    b_pre = _unit_or(_across(_with_side(_bend(before, k_pre), u_pre, total), k_pre), u_pre)
+    frame_pre = np.stack([k_pre, b_pre, cross(k_pre, b_pre)], axis=-1)
+    d_before = seg_before / np.maximum(lengths, 1e-300)[..., None]
+    kept = (lengths, total, tiny, k_pre, u_pre, b_pre, np.swapaxes(frame_pre, 1, 2),
+            np.ascontiguousarray(d_before.transpose(1, 2, 0)))
+    for array in kept:
+        array.setflags(write=False)  # shared by every solve from the same start poses
+    if len(_KEPT) >= KEPT_STARTS:
+        del _KEPT[next(iter(_KEPT))]
+    _KEPT[key] = kept
+    return kept
 
 
 def _axis(joints: np.ndarray, segments: np.ndarray, tiny: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -368,14 +369,9 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     r2 = np.einsum("ci,ci->c", g, g)
     total = lengths.sum(axis=1)
     tiny = EPS * total
-    d = (joints[:, 1:] - joints[:, :-1]) / lengths[:, :, None]  # np.diff's floats, without its wrapper
-    axis = _bend_axes(joints, d, lengths, poles, tiny)
-    e1 = _perpendiculars(axis)
-    e2 = _cross(axis, e1)
-    along = lengths * np.einsum("cki,ci->ck", d, axis)
-    across = lengths * (np.einsum("cki,ci->ck", d, e1) + 1j * np.einsum("cki,ci->ck", d, e2))
-    p = along.sum(axis=1)  # fsum in the single-chain version: equal to rounding
-    c = _curl_angles(across, p * p - r2, total * total, n)
+    shape = _shapes(joints, lengths, poles, tiny)
+    axis, e1, e2, along, across, p = shape.axis, shape.e1, shape.e2, shape.along, shape.across, shape.p
+    c = _curl_angles(across, p * p - r2, total * total, n, shape.search)
 
     z = np.exp(1j * c)
     powers = np.empty((count, n), dtype=complex)
@@ -410,6 +406,50 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     if poles is not None:
         _roll_to_poles(offsets, u, poles - root, tiny)
     return root[:, None] + offsets
+
+
+@dataclass(eq=False, frozen=True, slots=True)
+class _Shapes:
+    """What the batched curl needs from the poses without IK (and the poles, for straight chains): as
+    :func:`_shape` for one chain. Arrays are never written to once made."""
+
+    axis: np.ndarray  # (C, 3) bend axes
+    e1: np.ndarray  # (C, 3), e2: (C, 3) across them
+    e2: np.ndarray
+    along: np.ndarray  # (C, N) each bone along the axis
+    across: np.ndarray  # (C, N) complex: across it
+    p: np.ndarray  # (C,) the sum along
+    search: tuple  # (_horner_terms(across), and F(0) - offset and F'(0) in parts: s.real**2, s.imag**2, F'(0))
+
+
+# The poses without IK seldom change between frames (and never in a pose held while a target moves): the
+# last few shapes, by their exact inputs (so the same floats as made afresh).
+_KEPT: dict[tuple, _Shapes] = {}
+KEPT_SHAPES = 8
+
+
+def _shapes(joints: np.ndarray, lengths: np.ndarray, poles: np.ndarray | None, tiny: np.ndarray) -> _Shapes:
+    """The :class:`_Shapes` of ``joints (C, N+1, 3)``, kept while the same inputs come back."""
+    key = (joints.shape, joints.tobytes(), lengths.tobytes(), None if poles is None else poles.tobytes())
+    kept = _KEPT.get(key)
+    if kept is not None:
+        return kept
+    d = (joints[:, 1:] - joints[:, :-1]) / lengths[:, :, None]  # np.diff's floats, without its wrapper
+    axis = _bend_axes(joints, d, lengths, poles, tiny)
+    e1 = _perpendiculars(axis)
+    e2 = _cross(axis, e1)
+    along = lengths * np.einsum("cki,ci->ck", d, axis)
+    across = lengths * (np.einsum("cki,ci->ck", d, e1) + 1j * np.einsum("cki,ci->ck", d, e2))
+    p = along.sum(axis=1)  # fsum in the single-chain version: equal to rounding
+    terms = _horner_terms(across)
+    s, df = _evaluate_all(terms, np.zeros(len(joints)), np.zeros(len(joints)), parts=True)
+    kept = _Shapes(axis, e1, e2, along, across, p, (terms, s.real * s.real, s.imag * s.imag, df))
+    for array in (axis, e1, e2, along, across, p, *kept.search):
+        array.setflags(write=False)  # shared by every solve of the same poses
+    if len(_KEPT) >= KEPT_SHAPES:
+        del _KEPT[next(iter(_KEPT))]
+    _KEPT[key] = kept
+    return kept
 
 
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -513,7 +553,8 @@ def _horner_terms(across: np.ndarray) -> np.ndarray:
     return np.stack([across.T[k], k[:, None] * across.T[k]], axis=1)
 
 
-def _evaluate_all(terms: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _evaluate_all(terms: np.ndarray, c: np.ndarray, offset: np.ndarray,
+                  parts: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_evaluate` for every chain (``terms``: :func:`_horner_terms`): the same operations in the
     same order, so the same floats. ``s`` and ``d`` share one array, so a Horner step is two in-place
     numpy calls on both."""
@@ -523,16 +564,23 @@ def _evaluate_all(terms: np.ndarray, c: np.ndarray, offset: np.ndarray) -> tuple
         sd *= z
         sd += t
     s, d = sd
+    if parts:  # s itself in place of F (the search keeps s.real**2 and s.imag**2 with the pose)
+        return s, -2.0 * (s.real * d.imag - s.imag * d.real)
     return offset + s.real * s.real + s.imag * s.imag, -2.0 * (s.real * d.imag - s.imag * d.real)
 
 
-def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int) -> np.ndarray:
+def _curl_angles(across: np.ndarray, offset: np.ndarray, scale: np.ndarray, n: int,
+                 search: tuple | None = None) -> np.ndarray:
     """:func:`_curl_angle` for every chain: the same steps and decisions; the search state is kept for the
     chains still searching only (compacted as chains finish), so each step costs a fixed few dozen numpy
     calls on the fewest rows."""
     count = len(offset)
-    terms = _horner_terms(across)
-    f, df = _evaluate_all(terms, np.zeros(count), offset)
+    if search is None:
+        terms = _horner_terms(across)
+        f, df = _evaluate_all(terms, np.zeros(count), offset)
+    else:  # kept with the pose (_Shapes.search): F(0) = offset + s.real**2 + s.imag**2 in _evaluate's order
+        terms, real2, imag2, df = search
+        f = offset + real2 + imag2
     small = 1e-9 * scale  # the tip within ~1e-9 of the chain's length: far below FABRIK's SETTLE
     out = np.zeros(count)
     size = np.abs(f)
