@@ -100,7 +100,7 @@ class WriteFloor:
     def __call__(self, _scene, _depsgraph=None) -> None:
         for ob, flat in zip(self.obs, self.rows):
             ob.pose.bones.foreach_set("rotation_quaternion", flat)
-            ob.update_tag()
+            ob.update_tag(refresh={'DATA'})  # the tag a rotation written through RNA gives, as the add-on's
 
 
 def idle_cost() -> float:

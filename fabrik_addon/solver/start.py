@@ -55,8 +55,11 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if n < 2 or r2 <= tiny * tiny:
         return xs, ys, zs
     sqrt = math.sqrt
-    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, p, horner = _shape(
-        tuple(xs), tuple(ys), tuple(zs), tuple(L), None if pole is None else tuple(pole))
+    pose = tuple(xs), tuple(ys), tuple(zs), tuple(L)
+    shape = _shape(*pose, None)
+    if pole is not None and shape[13]:  # a straight chain, or bends that cancel: the pole picks the axis
+        shape = _shape(*pose, tuple(pole))
+    nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, p, horner, _ = shape
     c = _curl_angle(across, p * p - r2, total * total, n, horner)
 
     # Build the curled pose: bone k turned by k*c about the axis.
@@ -117,21 +120,23 @@ def _shape(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], 
            pole: tuple[float, ...] | None) -> tuple:
     """What the curl needs from the pose without IK (and, for a straight chain, the pole): the axis
     ``n``, two unit vectors ``e1``, ``e2 = n x e1`` across it, each bone along ``n`` (floats) and
-    across it (complex numbers in ``e1``, ``e2``), the sum along ``n`` and :func:`_horner` of the
-    across parts. Cached: a pose without IK seldom changes between frames, and the cache key is all it
-    depends on."""
+    across it (complex numbers in ``e1``, ``e2``), the sum along ``n``, :func:`_horner` of the
+    across parts, and whether a pole would pick the axis (:func:`_bend_axis`). Cached: a pose without
+    IK seldom changes between frames, and the cache key is all it depends on; the pole is passed only
+    where it picks the axis, so that a moving pole does not make every frame's key new."""
     n = len(L)
     tiny = EPS * math.fsum(L)
     dx = [(xs[k + 1] - xs[k]) / L[k] for k in range(n)]
     dy = [(ys[k + 1] - ys[k]) / L[k] for k in range(n)]
     dz = [(zs[k + 1] - zs[k]) / L[k] for k in range(n)]
-    nx, ny, nz = _bend_axis(list(xs), list(ys), list(zs), dx, dy, dz, L, pole, tiny)
+    (nx, ny, nz), pole_decides = _bend_axis(list(xs), list(ys), list(zs), dx, dy, dz, L, pole, tiny)
     e1x, e1y, e1z = perpendicular_floats(nx, ny, nz)
     e2x, e2y, e2z = ny * e1z - nz * e1y, nz * e1x - nx * e1z, nx * e1y - ny * e1x
     along = [L[k] * (dx[k] * nx + dy[k] * ny + dz[k] * nz) for k in range(n)]
     across = [complex(L[k] * (dx[k] * e1x + dy[k] * e1y + dz[k] * e1z),
                       L[k] * (dx[k] * e2x + dy[k] * e2y + dz[k] * e2z)) for k in range(n)]
-    return nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, math.fsum(along), _horner(across)
+    return (nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, math.fsum(along), _horner(across),
+            pole_decides)
 
 
 def _horner(across: list[complex]) -> tuple:
@@ -151,8 +156,9 @@ def _horner(across: list[complex]) -> tuple:
 
 def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float], dy: list[float],
                dz: list[float], L: Sequence[float], pole: Sequence[float] | None,
-               tiny: float) -> tuple[float, float, float]:
-    """Unit axis the chain curls about.
+               tiny: float) -> tuple[tuple[float, float, float], bool]:
+    """Unit axis the chain curls about, and whether a pole picks it (consulted when given: the chain
+    is straight, or its bends cancel with no clear bulge), whether or not ``pole`` is given.
 
     The normal of the plane the bones lie closest to (the least-squares plane of the bone directions,
     weighted by length), turned to the side of the sum of the joints' bend axes: for a planar chain
@@ -176,15 +182,16 @@ def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float
             # Bends that cancel (a jog, an S): curl toward where the interior joints bulge from the
             # root-tip line, so float noise cannot pick the side.
             side = _bulge_side(xs, ys, zs, px, py, pz)
-        if abs(side) <= 1e-6 * math.fsum(L) and pole is not None:
+        decides = abs(side) <= 1e-6 * math.fsum(L)
+        if decides and pole is not None:
             side = _bulge_side(xs[:1] + [pole[0]] + xs[-1:], ys[:1] + [pole[1]] + ys[-1:], zs[:1] + [pole[2]] + zs[-1:],
                                px, py, pz)
         if side < 0.0:
-            return -px, -py, -pz
-        return px, py, pz
+            return (-px, -py, -pz), decides
+        return (px, py, pz), decides
     b = math.sqrt(bx * bx + by * by + bz * bz)
     if b > 1e-9:
-        return bx / b, by / b, bz / b
+        return (bx / b, by / b, bz / b), False
     ax, ay, az = dx[0], dy[0], dz[0]  # straight: every bone points this way
     wx = wy = wz = 0.0
     w = 0.0
@@ -199,7 +206,7 @@ def _bend_axis(xs: list[float], ys: list[float], zs: list[float], dx: list[float
         wx, wy, wz = perpendicular_floats(ax, ay, az)
     bx, by, bz = ay * wz - az * wy, az * wx - ax * wz, ax * wy - ay * wx
     b = math.sqrt(bx * bx + by * by + bz * bz)
-    return bx / b, by / b, bz / b
+    return (bx / b, by / b, bz / b), True
 
 
 def _bulge_side(xs: list[float], ys: list[float], zs: list[float], nx: float, ny: float, nz: float) -> float:
