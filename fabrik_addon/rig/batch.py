@@ -37,7 +37,6 @@ from .inputs import (
     blended_goal,
     check_pose_scale,
     limits_for,
-    placed_count,
     pose_scale_flags,
     rest_side,
     unit_columns,
@@ -252,10 +251,7 @@ def _blocks(arm: ArmatureFrame, items: list[tuple]) -> dict[int, Block]:
         cached = {}
         for length, positions in by_length.items():
             plans = [items[k][1] for k in positions]
-            sides = []
-            for k, plan in zip(positions, plans):
-                placed = placed_count(items[k][0], length)
-                sides.append(rest_side(arm.ob, plan, placed) if placed else (0.0, 0.0, 1.0))
+            sides = [rest_side(arm.ob, plan, plan.placed) if plan.placed else (0.0, 0.0, 1.0) for plan in plans]
             cached[length] = Block(plans, positions, np.array([plan.idx for plan in plans]),
                                    np.array([plan.parent for plan in plans]), np.array(sides),
                                    np.array([plan.index for plan in plans]))

@@ -126,11 +126,6 @@ class ChainResult:
     frames: Any = None  # with limits: the solved bone frames (N, 3, 3) the limits were measured in
 
 
-def placed_count(chain, bones: int) -> int:
-    """How many of a chain's ``bones`` the solver places: all, or all but a tip that matches rotation."""
-    return bones - 1 if chain.match_target_rotation else bones
-
-
 def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short, scale_flags=None,
                  references: tuple | None = None, use_stretch: bool | None = None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
@@ -142,7 +137,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     (:func:`.plan.check_references_once`); ``use_stretch``: the chain's, when already read.
     """
     n = len(plan.idx)
-    placed = n - 1 if plan.match_rotation else n
+    placed = plan.placed
     if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
         check_pose_scale(plan, pre, parent, scale_flags,
                          uniform=not (chain.use_stretch if use_stretch is None else use_stretch))
@@ -272,11 +267,8 @@ def _evaluated(target, depsgraph, label: str, layer: tuple[bool, Any] | None = N
     ``layer``: :attr:`ArmatureFrame.layer`, when at hand; ``hangs``: :func:`.plan._hangs` of the target,
     when already known."""
     ev = target.evaluated_get(depsgraph)
-    if hangs is None:
-        moves = target.animation_data is not None or target.parent is not None or len(target.constraints) > 0
-    else:
-        moves = hangs or target.animation_data is not None
-    if moves and not _in_view_layer(target, ev, depsgraph, layer):
+    if ((_hangs(target) if hangs is None else hangs) or target.animation_data is not None) \
+            and not _in_view_layer(target, ev, depsgraph, layer):
         raise ChainError(f"{label} '{target.name}' is not evaluated in this view layer (hidden, disabled, excluded "
                          "or in another scene), so its animation cannot be followed; show it in this view layer")
     return ev

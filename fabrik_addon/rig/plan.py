@@ -39,6 +39,11 @@ class ChainPlan:
     match_rotation: bool = False  # the tip takes the target's rotation (match_target_rotation)
     two_bone: bool = False  # solver == 'TWO_BONE'
 
+    @property
+    def placed(self) -> int:
+        """How many of the chain's bones the solver places: all, or all but a tip that matches rotation."""
+        return len(self.idx) - 1 if self.match_rotation else len(self.idx)
+
 
 @dataclass
 class Layout:

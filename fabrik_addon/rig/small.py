@@ -150,7 +150,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool) -> Start
         m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, base[k], scale if scales is None else scales[k])
         pre.append(m)
     joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
-    placed = len(plan.idx) - 1 if plan.match_rotation else len(plan.idx)
+    placed = plan.placed
     xs, ys, zs = (list(c) for c in zip(*joints[:placed + 1]))
     sqrt = math.sqrt
     segments = [sqrt((xs[k + 1] - xs[k]) ** 2 + (ys[k + 1] - ys[k]) ** 2 + (zs[k + 1] - zs[k]) ** 2)
