@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import adapter, cache, diagnostics
+from ..solver.switches import BULK_KEY
 
 
 class ChainError(Exception):
@@ -124,9 +125,6 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
     return result
 
 
-# From this many chains on, :func:`layout` reads its key's numbers in bulk (~10 us a foreach_get, against
-# 0.15-0.6 us a read per chain and setting).
-BULK_KEY = 16
 _KEYED = (("enabled", bool), ("chain_length", np.int32), ("solver", np.int32), ("match_target_rotation", bool))
 
 

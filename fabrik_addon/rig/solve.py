@@ -11,16 +11,11 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import cache, diagnostics
+from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve.SMALL_BONES
 from . import batch, small, tree
 from .base_pose import release
 from .inputs import ArmatureFrame, armature_frame
 from .plan import ChainError, set_status
-
-# Standalone chains of one length holding up to this many bones across all armatures are solved by
-# :mod:`.small`; above it, numpy across chains (:mod:`.batch`) is cheaper. Measured per frame, handler
-# alone, Blender 5.0.1, one armature: 16 x 3 bones 1.0 ms few-chain against 1.5-1.7 batched, 1 x 50
-# 1.0 against 1.6-1.8, 32 x 3 1.9-2.1 against 2.0-2.2 (even), 100 x 3 5.9 against 3.5.
-SMALL_BONES = 96
 
 
 def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None) -> None:

@@ -3,8 +3,8 @@
 Conventions: radians, wxyz quaternions, bone frames with Y along the bone (as in Blender).
 """
 
-from .batch import solve_chains
 from .fabrik import solve_chain
+from .fabrik_batch import solve_chains
 from .limits import ChainLimits, ConeLimit, HingeLimit
 from .result import ChainResults, SolveResult
 from .tree import TreeLimits, TreeResult, resolve_tree_limits, solve_tree

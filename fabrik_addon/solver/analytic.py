@@ -12,13 +12,11 @@ from .rotations import perpendicular_floats, turn_floats
 Point = tuple[float, float, float]
 
 
-def two_bone_points(start: Sequence[Sequence[float]], target: Sequence[float], pole: Sequence[float] | None,
+def law_of_cosines_points(start: Sequence[Sequence[float]], target: Sequence[float], pole: Sequence[float] | None,
                     l1: float, l2: float) -> list[Point]:
-    """:func:`two_bone_pose` on plain floats: three (x, y, z) joints in, three out.
-
-    The Blender layer calls this directly for its few-chain path, where numpy's per-call cost would
-    be most of the work.
-    """
+    """The analytic two-bone joints for three (x, y, z) start joints: the middle joint in the start's bend
+    plane (or rolled to ``pole``), bones ``l1`` and ``l2`` long; no softness or stretch (those are
+    :func:`.two_bone.two_bone_points`, which calls this)."""
     (rx, ry, rz), (ex, ey, ez), (sx, sy, sz) = start
     tx, ty, tz = target
     scale = l1 + l2

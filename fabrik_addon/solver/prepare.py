@@ -1,7 +1,7 @@
 """Set-up shared by the single-chain and batched FABRIK loops, vectorised over chains.
 
-Both loops call :func:`prepare` so that the cases decided before iterating (unreachable targets,
-collinear starts) are decided identically.
+Both loops call :func:`prepare`, so that what is decided before iterating (which targets are out of
+reach, and the curled start of every reachable chain: :mod:`.start`) is decided identically.
 """
 
 from __future__ import annotations
@@ -10,15 +10,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rotations import perpendicular
-from .start import curled_start, curled_starts
+from .start import curled_start
+from .start_batch import curled_starts
+from .switches import CURL_IN_NUMPY
 
 # Relative size below which a distance or offset counts as zero.
 EPS = 1e-9
-# From this many chains on, the curled starts are built in numpy across chains.
-CURL_IN_NUMPY = 8
-# Deflection (radians) of the first bone when a straight chain must be given a bend to start from.
-PRE_BEND = 0.25
 
 
 @dataclass(eq=False)
@@ -28,7 +25,8 @@ class Prepared:
     Attributes
     ----------
     joints : ndarray, shape (C, N+1, 3)
-        Start pose (a copy), with a small bend added where chain and target were collinear.
+        Start pose: the curled start (:mod:`.start`) of every reachable chain of two bones or more, the
+        given pose otherwise.
     lengths : ndarray, shape (C, N)
     totals : ndarray, shape (C,)
     unreachable : ndarray of bool, shape (C,)
@@ -79,42 +77,6 @@ def _curl(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, len
                                   None if poles is None else poles[c].tolist())
         out[c] = np.array([xs, ys, zs]).T
     return out
-
-
-def _bend_collinear(joints: np.ndarray, rel: np.ndarray, dist: np.ndarray, poles: np.ndarray | None,
-                    lengths: np.ndarray, totals: np.ndarray, candidates: np.ndarray) -> np.ndarray:
-    """Give a small bend to straight chains whose target lies on their axis (a new array if any).
-
-    FABRIK only ever moves joints along lines through their old positions, so a chain and target on
-    one line would stay on it and could not fold to a nearer target. The bend goes toward the pole
-    when there is one off the axis, else along a deterministic perpendicular.
-    """
-    root = joints[:, 0]
-    axis = joints[:, -1] - root
-    axis_len = norms(axis)
-    straight = candidates & (axis_len >= totals * (1.0 - EPS))
-    if not straight.any():  # the common case: nothing to check further
-        return joints
-    u = axis / np.maximum(axis_len, EPS)[:, None]
-    off_axis = norms(rel - (rel * u).sum(1)[:, None] * u)
-    need = straight & (off_axis <= EPS * totals)
-    if not need.any():
-        return joints
-    joints = joints.copy()
-    n = lengths.shape[1]
-    betas = PRE_BEND * (1.0 - 2.0 * np.arange(n) / (n - 1))
-    for c in np.flatnonzero(need):
-        side = None
-        if poles is not None:
-            w = poles[c] - root[c]
-            w_perp = w - (w @ u[c]) * u[c]
-            if np.linalg.norm(w_perp) > EPS * totals[c]:
-                side = w_perp / np.linalg.norm(w_perp)
-        if side is None:
-            side = perpendicular(u[c])
-        steps = lengths[c][:, None] * (np.cos(betas)[:, None] * u[c] + np.sin(betas)[:, None] * side)
-        joints[c, 1:] = root[c] + np.cumsum(steps, axis=0)
-    return joints
 
 
 def straight_toward(root: np.ndarray, target: np.ndarray, lengths: np.ndarray) -> np.ndarray:

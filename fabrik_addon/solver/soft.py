@@ -39,7 +39,7 @@ MAX_SOFTNESS = 0.5
 # where FABRIK crawls.
 BEYOND = 1e-12
 
-# settle() stops once the tip's distance from the root is within this fraction of the reach.
+# settle_points() and settle_chains() stop once the tip's distance from the root is within this fraction of the reach.
 SETTLED = 1e-13
 
 Point = tuple[float, float, float]
@@ -85,7 +85,7 @@ def ease_target(root: Sequence[float] | np.ndarray, target: Sequence[float] | np
 
     Returns ``(target, factor, eased)``; ``target`` is the given one (as floats) when nothing moves it,
     so that hard IK without stretch solves exactly as it always did; ``eased`` is True when the target
-    was moved into the soft zone short of full extension (then :func:`settle` applies).
+    was moved into the soft zone short of full extension (then :func:`settle_points` applies).
     """
     rx, ry, rz = float(root[0]), float(root[1]), float(root[2])
     tx, ty, tz = float(target[0]), float(target[1]), float(target[2])
@@ -235,8 +235,9 @@ def stretch_branches(pose: np.ndarray, parent: np.ndarray, lengths: np.ndarray, 
     return start, goals, stretch, bone_stretch
 
 
-def settle(joints: np.ndarray, targets: np.ndarray) -> np.ndarray:
-    """Put each chain's tip exactly on its (eased) target by straightening or bending it a little.
+def settle_chains(joints: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """:func:`settle_points` for ``C`` chains at once, in numpy: put each chain's tip exactly on its
+    (eased) target by straightening or bending it a little.
 
     ``joints (C, N+1, 3)``, ``targets (C, 3)`` inside reach; returns new joints. FABRIK converges slowly
     near full extension, exactly where the soft zone puts targets: 30 passes leave a 10-bone chain
@@ -312,7 +313,9 @@ def settle(joints: np.ndarray, targets: np.ndarray) -> np.ndarray:
 
 
 def settle_points(joints: Sequence[Sequence[float]], target: Sequence[float]) -> list[Point]:
-    """:func:`settle` for one chain of plain floats (a numpy call per step would cost ~20 times more)."""
+    """Put one chain's tip exactly on its (eased) target by straightening or bending it a little: plain
+    floats, one chain (a numpy call per step would cost ~20 times more); how, and why, in
+    :func:`settle_chains`, its numpy twin across chains (``tests/solver/test_soft.py`` holds them equal)."""
     sqrt = math.sqrt
     rx, ry, rz = (float(c) for c in joints[0])
     steps, lengths = [], []

@@ -7,8 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .analytic import Point
-from .analytic import two_bone_points as analytic_points
+from .analytic import Point, law_of_cosines_points
 from .checks import bone_lengths, check_joints, check_points
 from .fabrik import DEFAULT_MAX_ITERATIONS, DEFAULT_MIN_IMPROVEMENT, DEFAULT_TOLERANCE, pad3, run_limited
 from .limits import LIMIT_SLACK, ChainLimits, Limit, resolve_limits
@@ -106,7 +105,7 @@ def two_bone_points(start: Sequence[Sequence[float]], target: Sequence[float], p
     if softness or use_stretch:
         target, factor, _ = ease_target(start[0], target, l1 + l2, softness, use_stretch, max_stretch)
         l1, l2 = l1 * factor, l2 * factor
-    return analytic_points(start, target, pole, l1, l2)
+    return law_of_cosines_points(start, target, pole, l1, l2)
 
 
 __all__ = ["LIMIT_SLACK", "Point", "solve_two_bone", "two_bone_pose", "two_bone_points"]

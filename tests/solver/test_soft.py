@@ -13,7 +13,7 @@ from trees import torso
 from fabrik_addon.solver import solve_chain, solve_chains, solve_tree, solve_two_bone
 from fabrik_addon.solver.fabrik import solve_points
 from fabrik_addon.solver.limits import resolve_limits
-from fabrik_addon.solver.soft import eased_distance, eased_distances, stretch_factor
+from fabrik_addon.solver.soft import eased_distance, eased_distances, settle_chains, settle_points, stretch_factor
 from fabrik_addon.solver.two_bone import two_bone_points
 
 
@@ -224,6 +224,25 @@ def test_float_entry_points_equal_the_numpy_ones(bones):
         expected = solve_two_bone(joints, target, pole=pole, **options)
         points = two_bone_points(joints.tolist(), tuple(target), pole, l1, l2, **options)
         np.testing.assert_allclose(np.array(points), expected.joints, atol=1e-9)
+
+
+@pytest.mark.parametrize("bones", [2, 3, 7])
+def test_settle_chains_equals_settle_points_row_by_row(bones):
+    """The float settle (one chain) and its numpy twin (many chains) put every tip on its target the same
+    way, including chains they leave as they are (a target on the root)."""
+    rng = np.random.default_rng(90 + bones)
+    joints = np.stack([arc_chain(bones, curve) for curve in rng.uniform(0.05, 0.6, 24)])
+    joints += rng.normal(scale=0.01, size=joints.shape) * (np.arange(bones + 1) > 0)[None, :, None]
+    reach = lengths_of(joints[0]).sum()
+    targets = joints[:, -1] * rng.uniform(0.97, 1.003, (24, 1))  # around full extension: the soft zone
+    targets[0] = joints[0, 0]  # nothing to settle toward
+    batch = settle_chains(joints, targets)
+    moved = 0
+    for c in range(len(joints)):
+        single = np.array(settle_points(joints[c].tolist(), targets[c].tolist()))
+        np.testing.assert_allclose(batch[c], single, atol=1e-12 * reach)
+        moved += not np.array_equal(single, joints[c])
+    assert moved >= 12  # most chains really were settled, not returned as they were
 
 
 def test_limits_are_kept_with_soft_and_stretch():

@@ -1,5 +1,5 @@
-"""The curled start (solver/start.py): the curl search with the kept Horner terms changes nothing, and the
-batched start (many chains at once, in numpy) equals the single-chain one chain by chain."""
+"""The curled start: the curl search with the kept Horner terms changes nothing, and the batched start
+(solver/start_batch.py, many chains at once) equals the single-chain one (solver/start.py) chain by chain."""
 
 import math
 import random
@@ -9,15 +9,8 @@ import pytest
 from chains import random_chain, reachable_target
 
 from fabrik_addon.solver import start
-from fabrik_addon.solver.start import (
-    _curl_angle,
-    _curl_angles,
-    _evaluate,
-    _evaluate_all,
-    _horner_terms,
-    curled_start,
-    curled_starts,
-)
+from fabrik_addon.solver.start import _curl_angle, _evaluate, curled_start
+from fabrik_addon.solver.start_batch import _curl_angles, _evaluate_all, _horner_terms, curled_starts
 
 
 def _random_chain(rng: random.Random, n: int) -> tuple[list[float], list[float], list[float], list[float]]:
@@ -39,7 +32,7 @@ def test_curl_angle_with_the_kept_horner_terms_is_the_same_float_and_a_root_of_f
         n = rng.randint(2, 12)
         xs, ys, zs, lengths = _random_chain(rng, n)
         shape = start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), None)
-        along, across, p, horner = shape[9], shape[10], shape[11], shape[12]
+        along, across, p, horner = shape.along, shape.across, shape.p, shape.horner
         assert p == math.fsum(along)
         total = math.fsum(lengths)
         r = rng.uniform(0.05, 1.0) * total
@@ -86,8 +79,8 @@ def test_a_straight_chain_takes_its_curl_axis_from_the_pole():
     axes = set()
     for pole in POLES[:6]:
         start.curled_start(xs, ys, zs, lengths, (0.3, 0.2, 0.6), pole)
-        axes.add(start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), pole)[:3])
-    assert start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), None)[13]
+        axes.add(start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), pole).axis)
+    assert start._shape(tuple(xs), tuple(ys), tuple(zs), tuple(lengths), None).pole_decides
     assert len(axes) == 6  # each pole its own axis, so each its own kept shape
 
 

@@ -1,8 +1,10 @@
-"""FABRIK across many chains of equal bone count at once: one numpy call per step for all of them.
+"""FABRIK across many chains of equal bone count at once: the numpy twin of :mod:`.fabrik`.
 
-Mirrors :func:`.fabrik.run_fabrik` operation for operation, so each chain's result equals its
-single-chain solve. Arrays are laid out joint-major, ``(N+1, 3, C)``, so every step works on
-contiguous rows of C values.
+One numpy call per step for all chains. :func:`iterate_chains` mirrors :func:`.fabrik.iterate`
+operation for operation (``tests/solver/test_batch.py`` holds every chain's result equal to its
+single-chain solve), and below :data:`.switches.SCALAR_BELOW` chains :func:`solve_chains` runs the
+float loop chain by chain instead. Arrays are laid out joint-major, ``(N+1, 3, C)``, so every step
+works on contiguous rows of C values.
 """
 
 from __future__ import annotations
@@ -23,9 +25,8 @@ from .fabrik import (
 )
 from .prepare import EPS, prepare
 from .result import ChainResults
-from .soft import DEFAULT_MAX_STRETCH, DEFAULT_SOFTNESS, check_soft_arrays, ease_targets, settle
-
-SCALAR_BELOW = 8  # plus the bone count: fewer chains than this are solved one by one in plain floats
+from .soft import DEFAULT_MAX_STRETCH, DEFAULT_SOFTNESS, check_soft_arrays, ease_targets, settle_chains
+from .switches import SCALAR_BELOW
 
 
 def solve_chains(
@@ -81,7 +82,7 @@ def solve_chains(
     out = results.joints
     if eased_in.any():
         out = out.copy()
-        out[eased_in] = settle(out[eased_in], tgt[eased_in])
+        out[eased_in] = settle_chains(out[eased_in], tgt[eased_in])
     error = np.linalg.norm(out[:, -1] - given, axis=1)
     reached = error <= tolerance
     converged = reached | (True if results.converged is None else results.converged)
@@ -93,8 +94,7 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
     count, n1, _ = start.shape
     prep = prepare(start, tgt, pole, lengths)
     if count < SCALAR_BELOW + n1 - 1:
-        # A numpy call costs ~1 us whatever its size; below this many chains, the plain-float loop, one
-        # chain at a time, is faster (measured crossover: about 10 chains of 3 bones, 17 of 10 bones).
+        # Below this many chains the plain-float loop, one chain at a time, is faster (.switches).
         dirs = prep.dirs
         single = [run_fabrik(prep.joints[c], tgt[c], None if pole is None else pole[c], dirs[c], lengths[c],
                              bool(prep.unreachable[c]), tolerance, int(max_iterations), min_improvement, None)
@@ -114,11 +114,11 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
         u = (tgt[far] - roots[far]) / dist[far, None]
         out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
         error[far] = dist[far] - prep.totals[far]
-    settle = np.minimum(tolerance, SETTLE * prep.totals)  # as in .fabrik.iterate
-    settled = far | (error <= settle)  # the start (.start.curled_start) already faces the pole
+    stop = np.minimum(tolerance, SETTLE * prep.totals)  # as in .fabrik.iterate
+    settled = far | (error <= stop)  # the start (.start.curled_start) already faces the pole
     todo = np.flatnonzero(~settled)
     if len(todo):
-        best, best_error, used = _iterate(
+        best, best_error, used = iterate_chains(
             prep.joints[todo].transpose(1, 2, 0).copy(),
             tgt[todo].T.copy(),
             None if pole is None else pole[todo].T.copy(),
@@ -126,7 +126,7 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
             prep.dirs[todo].transpose(1, 2, 0).copy(),
             EPS * prep.totals[todo],
             error[todo],
-            settle[todo],
+            stop[todo],
             int(max_iterations),
             min_improvement,
         )
@@ -137,10 +137,11 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
     return ChainResults(out, error, iterations, reached, converged=far | reached | (iterations < max_iterations))
 
 
-def _iterate(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,
-             tiny: np.ndarray, error: np.ndarray, tolerance: np.ndarray, max_iterations: int,
-             min_improvement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Iterate chains ``X (N+1, 3, A)`` until each stops; returns best joints, errors and iterations."""
+def iterate_chains(X: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, L: np.ndarray, U: np.ndarray,
+                   tiny: np.ndarray, error: np.ndarray, tolerance: np.ndarray, max_iterations: int,
+                   min_improvement: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`.fabrik.iterate` (without limits) for chains ``X (N+1, 3, A)``, each until it stops: the
+    same passes, stopping rules and best-pose bookkeeping; returns best joints, errors and iterations."""
     n = L.shape[0]
     count = X.shape[2]
     out = X.copy()
