@@ -1,5 +1,12 @@
-"""The one place that converts between Blender data and numpy arrays: bulk reads and writes of pose
-bones, rotation channels in any rotation mode, and the F-curve data paths of bone properties."""
+"""Conversions between Blender data and plain Python/numpy values that several modules share: rotation
+channels in any rotation mode, matrices to arrays, bulk reads of pose-bone properties, and the F-curve
+data paths of bone properties.
+
+Not every ``foreach_get``/``foreach_set`` goes through here: a bulk call that fills or reads an array
+only one module owns stays beside that array (``rig/plan.py`` and ``rig/batch.py`` read chain settings
+and bone channels, ``rig/small.py`` writes an armature's quaternions in one call, ``bake.py`` writes
+keyframe points). ``docs/architecture.md`` lists them.
+"""
 
 from __future__ import annotations
 
