@@ -57,6 +57,30 @@ def straightish_chain(name: str, count: int, length: float = 1.0, bend: float = 
     return armature(name, straightish_bones(count, length, bend, prefix), location)
 
 
+def torso(name: str = "Torso"):
+    """A two-bone spine with two two-bone arms hanging from its top (shoulders offset from the spine):
+    chains from each forearm down to the spine's root share the spine, a tree."""
+    return armature(name, [
+        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
+        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
+        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False, 0.0),
+        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True, 0.0),
+        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False, 0.0),
+        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True, 0.0),
+    ])
+
+
+def forked(name: str = "Fork", location=(0.0, 0.0, 0.0)):
+    """A root bone with two separate slightly bent two-bone arms, 'l0'-'l1' and 'r0'-'r1', from its tail."""
+    return armature(name, [
+        ("root", (0, 0, 0), (0, 0, 1), None, False, 0.0),
+        ("l0", (0, 0, 1), (-0.1, 0.1, 2), "root", True, 0.0),
+        ("l1", (-0.1, 0.1, 2), (-0.1, 0, 3), "l0", True, 0.0),
+        ("r0", (0, 0, 1), (0.1, 0.1, 2), "root", True, 0.0),
+        ("r1", (0.1, 0.1, 2), (0.1, 0, 3), "r0", True, 0.0),
+    ], location)
+
+
 def set_rotation(pose_bone, q) -> None:
     """Set a pose bone's rotation channels, in its own rotation mode, to quaternion ``q``."""
     mode = pose_bone.rotation_mode

@@ -82,10 +82,8 @@ def bench_solver() -> dict:
 def bench_limited() -> dict:
     """Limited 7-bone chains (random 20-90 degree cones): 60 targets from limit-respecting poses, and
     one target the limits make unreachable (the restarts and the CCD refinement all run)."""
-    sys.path.insert(0, str(ROOT / "tests" / "solver"))
-    from limited import limited_pose, random_cones, random_rest_chain
-
     from fabrik_addon.solver import ConeLimit
+    from rigkit.limited import limited_pose, random_cones, random_rest_chain
 
     rng = np.random.default_rng(3)
     cases = []

@@ -7,6 +7,7 @@ from rigkit.blender import (  # noqa: F401  (re-exported for the tests)
     add_chain,
     armature,
     empty,
+    forked,
     key_path,
     off_x,
     planar_chain,
@@ -14,6 +15,7 @@ from rigkit.blender import (  # noqa: F401  (re-exported for the tests)
     set_rotation,
     straightish_bones,
     straightish_chain,
+    torso,
     world_head,
     world_tail,
 )

@@ -3,18 +3,7 @@
 import bpy
 import numpy as np
 from mathutils import Quaternion
-from rigs import add_chain, armature, empty, straightish_chain, world_head, world_tail
-
-
-def torso():
-    return armature("Torso", [
-        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
-        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
-        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True, 0.0),
-        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True, 0.0),
-    ])
+from rigs import add_chain, armature, empty, straightish_chain, torso, world_head, world_tail
 
 
 def reachable_hands(ob, rng):

@@ -9,21 +9,16 @@ import math
 import bpy
 import numpy as np
 import pytest
-from rigs import add_chain, armature, empty, straightish_chain, world_tail
+import rigs
+from rigs import add_chain, empty, straightish_chain, world_tail
 from trust import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
 
 
 def forked(name: str = "Fork", location=(0.0, 0.0, 0.0)):
-    """A root bone with two separate two-bone arms: chains 'left' and 'right' share no bone."""
-    ob = armature(name, [
-        ("root", (0, 0, 0), (0, 0, 1), None, False, 0.0),
-        ("l0", (0, 0, 1), (-0.1, 0.1, 2), "root", True, 0.0),
-        ("l1", (-0.1, 0.1, 2), (-0.1, 0, 3), "l0", True, 0.0),
-        ("r0", (0, 0, 1), (0.1, 0.1, 2), "root", True, 0.0),
-        ("r1", (0.1, 0.1, 2), (0.1, 0, 3), "r0", True, 0.0),
-    ], location)
+    """:func:`rigs.forked` with chains 'left' and 'right' on its two arms (they share no bone)."""
+    ob = rigs.forked(name, location)
     x = location[0]
     left = add_chain(ob, "l1", 2, empty(f"{name}L", (x - 0.8, 0.3, 2.2)))
     left.name = "left"
@@ -208,14 +203,8 @@ def test_limits_at_the_ends_of_their_sliders_solve_a_chain(mode, values):
 
 
 def torso():
-    ob = armature("Torso", [
-        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
-        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
-        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True, 0.0),
-        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True, 0.0),
-    ])
+    """:func:`rigs.torso` with a chain from each forearm to the spine's root."""
+    ob = rigs.torso()
     left = add_chain(ob, "fore.L", 4, empty("L", (1.0, 0.3, 1.2)))
     right = add_chain(ob, "fore.R", 4, empty("R", (-1.0, 0.3, 1.2)))
     return ob, left, right

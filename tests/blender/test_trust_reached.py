@@ -7,7 +7,7 @@ reason; never REACHED while the picture says otherwise, never a traceback, never
 import bpy
 import numpy as np
 import pytest
-from rigs import add_chain, armature, empty, key_path, straightish_chain, world_tail
+from rigs import add_chain, empty, forked, key_path, straightish_chain, torso, world_tail
 from trust import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback, target_point  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
@@ -64,17 +64,6 @@ def test_target_constrained_to_a_bone_of_its_own_chain(kind):
     chain = add_chain(ob, "b2", 3, target)
     frames_honest(ob, chain)
     assert chain.status == 'INVALID' and "moved by this chain" in chain.message, chain.message
-
-
-def forked(name="Fork", location=(0.0, 0.0, 0.0)):
-    ob = armature(name, [
-        ("root", (0, 0, 0), (0, 0, 1), None, False, 0.0),
-        ("l0", (0, 0, 1), (-0.1, 0.1, 2), "root", True, 0.0),
-        ("l1", (-0.1, 0.1, 2), (-0.1, 0, 3), "l0", True, 0.0),
-        ("r0", (0, 0, 1), (0.1, 0.1, 2), "root", True, 0.0),
-        ("r1", (0.1, 0.1, 2), (0.1, 0, 3), "r0", True, 0.0),
-    ], location)
-    return ob
 
 
 def test_target_carried_by_another_chain_of_the_same_rig():
@@ -312,17 +301,6 @@ def test_a_muted_constraint_does_not_stop_the_chain():
     _muted_constraint(ob)
     bpy.context.scene.frame_set(5)
     assert chain.status == 'REACHED', chain.message
-
-
-def torso():
-    return armature("Torso", [
-        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False, 0.0),
-        ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True, 0.0),
-        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.L", (0.7, 0, 1.1), (1.2, 0, 1.1), "upper.L", True, 0.0),
-        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.1), "spine1", False, 0.0),
-        ("fore.R", (-0.7, 0, 1.1), (-1.2, 0, 1.1), "upper.R", True, 0.0),
-    ])
 
 
 TREE_CASES = ["copy rotation", "driver", "inherit scale none", "negative scale", "huge euler", "target parented"]

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from chains import random_chain, reachable_target
 
 from fabrik_addon.solver import solve_chain, solve_chains
+from rigkit.chains import random_chain, reachable_target
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 30])

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from chains import lengths_of, random_chain, reachable_target
 
 from fabrik_addon.solver import solve_chain, solve_chains
 from fabrik_addon.solver.fabrik import solve_points
+from rigkit.chains import lengths_of, random_chain, reachable_target
 
 CASES = [(n, dim) for n in (1, 2, 3, 5, 10, 25, 50) for dim in (2, 3)]
 

@@ -4,11 +4,11 @@ import math
 
 import numpy as np
 import pytest
-from chains import lengths_of
-from limited import inside_direction, limited_pose, random_cones, random_rest_chain
 
 from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
 from fabrik_addon.solver.limits import resolve_limits
+from rigkit.chains import lengths_of
+from rigkit.limited import inside_direction, limited_pose, random_cones, random_rest_chain
 
 RIM = np.linspace(0.0, 2.0 * np.pi, 100_001)
 

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-from chains import chain_from, random_chain, random_directions, random_lengths
 
 from fabrik_addon.solver.orient import SIDE_WEIGHT, chain_turns, chain_turns_floats, chains_turns, rest_side
 from fabrik_addon.solver.rotations import matrix_from_two_vectors
+from rigkit.chains import chain_from, random_chain, random_directions, random_lengths
 
 
 def random_rotation(rng):

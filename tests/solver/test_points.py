@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from chains import random_chain, reachable_target
 
 from fabrik_addon.solver import solve_chain
 from fabrik_addon.solver.fabrik import solve_points
 from fabrik_addon.solver.two_bone import two_bone_points
+from rigkit.chains import random_chain, reachable_target
 
 
 @pytest.mark.parametrize("bones", [1, 2, 3, 7, 20])

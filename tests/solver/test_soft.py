@@ -6,15 +6,15 @@ import math
 
 import numpy as np
 import pytest
-from chains import lengths_of, random_chain
-from limited import random_cones, random_rest_chain
-from trees import torso
 
 from fabrik_addon.solver import solve_chain, solve_chains, solve_tree, solve_two_bone
 from fabrik_addon.solver.fabrik import solve_points
 from fabrik_addon.solver.limits import resolve_limits
 from fabrik_addon.solver.soft import eased_distance, eased_distances, settle_chains, settle_points, stretch_factor
 from fabrik_addon.solver.two_bone import two_bone_points
+from rigkit.chains import lengths_of, random_chain
+from rigkit.limited import random_cones, random_rest_chain
+from rigkit.trees import torso
 
 
 def bends(joints: np.ndarray) -> np.ndarray:

@@ -5,12 +5,12 @@ import math
 
 import numpy as np
 import pytest
-from chains import lengths_of, random_chain, reachable_target
-from limited import limited_pose, random_cones, random_rest_chain
 
 from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_chains
 from fabrik_addon.solver.fabrik import solve_points
 from fabrik_addon.solver.limits import resolve_limits
+from rigkit.chains import lengths_of, random_chain, reachable_target
+from rigkit.limited import limited_pose, random_cones, random_rest_chain
 
 
 def arc(n: int, bow: float = 0.25, length: float = 2.0) -> np.ndarray:

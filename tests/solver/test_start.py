@@ -6,11 +6,11 @@ import random
 
 import numpy as np
 import pytest
-from chains import random_chain, reachable_target
 
 from fabrik_addon.solver import start
 from fabrik_addon.solver.start import _curl_angle, _evaluate, curled_start
 from fabrik_addon.solver.start_batch import _curl_angles, _evaluate_all, _horner_terms, curled_starts
+from rigkit.chains import random_chain, reachable_target
 
 
 def _random_chain(rng: random.Random, n: int) -> tuple[list[float], list[float], list[float], list[float]]:

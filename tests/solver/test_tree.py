@@ -2,8 +2,12 @@
 
 import numpy as np
 import pytest
-from chains import lengths_of, random_chain, reachable_target
-from trees import (
+
+from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_tree
+from fabrik_addon.solver.fabrik import DEFAULT_MIN_IMPROVEMENT, run_fabrik
+from rigkit.chains import lengths_of, random_chain, reachable_target
+from rigkit.limited import random_cones
+from rigkit.trees import (
     limited_tree_pose,
     path_to,
     random_pose,
@@ -12,9 +16,6 @@ from trees import (
     solve_one_after_another,
     torso,
 )
-
-from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_tree
-from fabrik_addon.solver.fabrik import DEFAULT_MIN_IMPROVEMENT, run_fabrik
 
 
 def lengths(joints, parents):
@@ -61,15 +62,11 @@ def test_rigid_shoulders_turn_together_and_both_hands_reach():
     assert both >= 0.95 * trials
 
 
-def random_cones(rng, count):
-    return [None] + [ConeLimit(*np.radians(rng.uniform(20, 90, 4))) for _ in range(count - 1)]
-
-
 def test_trees_with_limits_never_break_them():
     rng = np.random.default_rng(82)
     for _ in range(60):
         joints, parents, effectors = random_y_tree(rng)
-        limits = random_cones(rng, len(joints))
+        limits = [None, *random_cones(rng, len(joints) - 1)]
         pole = np.array([rng.uniform(-3, 3, 3), [np.nan] * 3]) if rng.random() < 0.5 else None
         result = solve_tree(joints, parents, effectors, rng.uniform(-3, 3, (2, 3)), limits=limits, poles=pole,
                             max_iterations=100)
@@ -86,7 +83,7 @@ def test_limit_respecting_target_pairs_are_mostly_reached():
     trials, both = 60, 0
     for _ in range(trials):
         joints, parents, effectors = random_y_tree(rng)
-        limits = random_cones(rng, len(joints))
+        limits = [None, *random_cones(rng, len(joints) - 1)]
         targets = limited_tree_pose(rng, joints, parents, resolve_tree_limits(limits, joints, parents))[effectors]
         tolerance = 1e-3 * lengths(joints, parents).sum()
         both += bool(solve_tree(joints, parents, effectors, targets, limits=limits, tolerance=tolerance,

@@ -2,9 +2,9 @@
 
 import numpy as np
 import pytest
-from chains import lengths_of, random_chain
 
 from fabrik_addon.solver import solve_two_bone
+from rigkit.chains import lengths_of, random_chain
 
 
 @pytest.mark.parametrize("dim", [2, 3])

@@ -103,7 +103,7 @@ def solve_one_after_another(joints, parents, effectors, targets, tolerance, max_
 
 def limited_tree_pose(rng: np.random.Generator, joints: np.ndarray, parents: list[int], tree_limits) -> np.ndarray:
     """Forward kinematics of a random pose inside every limit, measured as the solver measures."""
-    from limited import inside_direction
+    from rigkit.limited import inside_direction
 
     out = joints.copy()
     now: dict[int, np.ndarray] = {}
