@@ -106,7 +106,7 @@ def run() -> dict:
     rows = []
     for bones in (2, 3, 5, 10):
         # Hard IK converged (tolerance 1e-6) is the pop itself; the add-on's defaults (tolerance 1e-3 for a
-        # chain of length 1, 30 passes) add FABRIK's own stopping jumps (issue 13).
+        # chain of length 1, 30 passes) add FABRIK's own stopping jumps.
         if bones > 2:
             rows.append({"settings": "converged", **sweep(bones, 0.0, tolerance=1e-6, max_iterations=3000)})
         for softness, use_stretch in ((0.0, False), (0.1, False), (0.1, True), (0.0, True)):

@@ -1,4 +1,4 @@
-"""Property fuzz (issue 14): random and extreme values on every chain and limit property, random frames.
+"""Property fuzz: random and extreme values on every chain and limit property, random frames.
 
 Thousands of steps with a fixed seed on rigs covering standalone chains, a tree and a chain below
 another chain; after each step no handler printed a traceback and no bone holds a NaN.
@@ -10,7 +10,7 @@ import bpy
 import numpy as np
 import pytest
 from rigs import add_chain, armature, empty, key_path, straightish_chain
-from trust import no_traceback  # noqa: F401
+from status_checks import no_traceback  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
 

@@ -1,4 +1,4 @@
-"""Issue 14, family 4: a rig saved in one file, linked into a shot through a library override.
+"""A rig saved in one file, linked into a shot through a library override.
 
 The animator tunes influence, targets and limits on the override; the values survive save and reload,
 the chain solves, the base pose store works there, and a bake writes into an action the shot owns.
@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 import pytest
 from rigs import add_chain, empty, key_path, straightish_chain, world_tail
-from trust import assert_honest, assert_neighbour_solves, neighbour, no_traceback  # noqa: F401
+from status_checks import assert_honest, assert_neighbour_solves, neighbour, no_traceback  # noqa: F401
 
 from fabrik_addon import compat
 

@@ -1,4 +1,4 @@
-"""Pose quality in Blender (issue 13): smooth poses on smooth keyed paths, status messages, influence."""
+"""Pose quality in Blender: smooth poses on smooth keyed paths, status messages, influence."""
 
 import math
 

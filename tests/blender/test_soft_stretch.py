@@ -248,7 +248,7 @@ def test_bake_keys_scale_y_of_stretched_bones_only_within_the_range(reduce):
         assert len(frames) < 40
     # The keys play the live IK back, stretch included, and the reported fidelity is what they play.
     # (With reduction the drift can exceed the tolerance on this fast path, without stretch too:
-    # 1.3e-3 for 1e-3, 3.3e-3 since solves start from the curled pose (issue 13); a weakness of the
+    # 1.3e-3 for 1e-3, 3.3e-3 since solves start from the curled pose; a weakness of the
     # reduction bound, not of the scale keys; the reported fidelity below stays exact.)
     played = bone_frames(ob, range(1, 41))
     drift = np.linalg.norm(played - live, axis=-1).max()

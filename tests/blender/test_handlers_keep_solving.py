@@ -1,4 +1,4 @@
-"""Issue 14, family 1: a handler never stops solving because one thing went wrong.
+"""A handler never stops solving because one thing went wrong.
 
 Renames, swapped or emptied armature data, names swapped between rigs, reordered chains and limits at
 the ends of their sliders: no traceback, the affected chain solves or says why not, the others solve.
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import rigs
 from rigs import add_chain, empty, straightish_chain, world_tail
-from trust import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback  # noqa: F401
+from status_checks import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
 

@@ -1,4 +1,4 @@
-"""Issue 14, family 3: a bake never damages data and never reports a fidelity it did not measure."""
+"""A bake never damages data and never reports a fidelity it did not measure."""
 
 import subprocess
 import sys
@@ -7,7 +7,7 @@ import bpy
 import numpy as np
 import pytest
 from rigs import ROOT, add_chain, armature, empty, key_path, straightish_chain, world_tail
-from trust import no_traceback  # noqa: F401
+from status_checks import no_traceback  # noqa: F401
 
 from fabrik_addon import compat
 

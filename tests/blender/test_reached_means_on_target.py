@@ -1,4 +1,4 @@
-"""Issue 14, family 2: REACHED means the rendered tip is on the target.
+"""REACHED means the rendered tip is on the target.
 
 Each case either solves (the evaluated tip is on the evaluated target) or marks the chain with a
 reason; never REACHED while the picture says otherwise, never a traceback, never NaN.
@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 import pytest
 from rigs import add_chain, empty, forked, key_path, straightish_chain, torso, world_tail
-from trust import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback, target_point  # noqa: F401
+from status_checks import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback, target_point  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
 

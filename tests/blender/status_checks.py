@@ -1,4 +1,4 @@
-"""Shared checks for the trust tests (issue 14): handlers print no traceback, REACHED is never a lie."""
+"""Shared checks for the bad-input tests: handlers print no traceback, REACHED is never a lie."""
 
 from __future__ import annotations
 
