@@ -22,6 +22,7 @@ from .. import diagnostics
 from ..solver import orient, solve_chain, solve_two_bone
 from ..solver.fabrik import solve_floats, solve_points
 from ..solver.two_bone import two_bone_points
+from . import roll
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
 from .inputs import (
     ZERO_LENGTH,
@@ -225,7 +226,7 @@ def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> Ch
 
 def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult, stretch: float,
            pending: list | None = None) -> None:
-    """Turn each bone by its turn (:func:`.solver.orient.chain_turns`: the segment's direction and the
+    """Turn each bone by its turn (:func:`.roll.chain_turns`: the segment's direction and the
     chain's roll toward its bend or pole), blend by influence, write the channels.
 
     The same rules as :func:`.batch._local_rotations`: offsets and twist ride along with the turn,
@@ -246,24 +247,18 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     placed = inputs.placed
     turns: list[Quaternion] | None = None
     solved = result.joints
-    transport = None  # the chain's turn so far, a Quaternion, when the bones are parallel transported
     if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
         # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
         turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()).to_quaternion() for k in range(placed)]
     elif placed and inputs.limits is not None:
         turns = [Matrix(rows).to_quaternion() for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
     elif placed:
-        # orient.chain_turns_floats with its per-bone loop below in mathutils (C: a fraction of the cost)
+        # The roll rule (.roll: the chain's frame, then parallel transport bone by bone).
         if pose.frame is None:
             side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-            pose.frame = orient.start_frame_floats(joints[:placed + 1], side)
-            kx, ky, kz, bx, by, bz = pose.frame[:6]
-            pose.frame_axes = Matrix(((kx, ky, kz), (bx, by, bz),
-                                      (ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx)))
-        # [l c l x c] @ [k b k x b]^T (orient.solved_frame_turn_floats), the product in mathutils
-        lx, ly, lz, cx, cy, cz = orient.solved_frame_floats(pose.frame, solved, inputs.pole)
-        transport = (Matrix(((lx, cx, ly * cz - lz * cy), (ly, cy, lz * cx - lx * cz), (lz, cz, lx * cy - ly * cx)))
-                     @ pose.frame_axes).to_quaternion()
+            pose.frame, pose.frame_axes = roll.start_frame(joints[:placed + 1], side)
+        turns = roll.chain_turns(pose.frame, pose.frame_axes, joints, solved, inputs.pole,
+                                 len(plan.idx) - (frame is not None))
     rotations = []
     scales: list[Vector] = []
     last = len(plan.idx) - 1
@@ -277,14 +272,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     for k, i in enumerate(plan.idx):
         m = pose.pre[k]
         tip = frame is not None and k == last
-        if tip:
-            turn = None
-        elif turns is not None:
-            turn = turns[k]
-        else:
-            assert transport is not None
-            transport = turn = (transport @ (joints[k + 1] - joints[k])).rotation_difference(
-                solved[k + 1] - solved[k]) @ transport
+        turn = None if tip or turns is None else turns[k]
         if not stretching:
             world = Matrix(frame.tolist()).to_quaternion() if turn is None else turn @ pose.rotations[k]
             q = (inverse_rest[i] @ above @ world).normalized()

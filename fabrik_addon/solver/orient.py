@@ -239,51 +239,15 @@ def _unit_or(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return np.where(ok[:, None], v / np.where(ok, norm, 1.0)[:, None], fallback)
 
 
-# Plain floats: the few-chain path turns one short chain at a time, where numpy's per-call cost would
-# be most of the work.
-
-
-def chain_turns_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
-                       pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> list[Rows]:
-    """:func:`chain_turns` on plain floats: joints as ``[(x, y, z), ...]``, turns as rows of 3x3 matrices."""
-    n = len(before) - 1
-    g0, g1, g2, g3, g4, g5, g6, g7, g8 = (c for row in chain_frame_turn_floats(before, after, pole, side) for c in row)
-    tiny = EPS * sum(_norm(_sub(before[i + 1], before[i])) for i in range(n))
-    out: list[Rows] = []
-    sqrt = math.sqrt
-    for i in range(n):
-        bx, by, bz = _sub(before[i + 1], before[i])
-        ax, ay, az = _sub(after[i + 1], after[i])
-        lb, la = sqrt(bx * bx + by * by + bz * bz), sqrt(ax * ax + ay * ay + az * az)
-        if lb > tiny and la > tiny:
-            # The start direction carried by the turn so far, then the least swing onto the solved one.
-            cx, cy, cz = g0 * bx + g1 * by + g2 * bz, g3 * bx + g4 * by + g5 * bz, g6 * bx + g7 * by + g8 * bz
-            norm = sqrt(cx * cx + cy * cy + cz * cz)
-            (a0, a1, a2), (a3, a4, a5), (a6, a7, a8) = _turn_rows((cx / norm, cy / norm, cz / norm),
-                                                                  (ax / la, ay / la, az / la))
-            g0, g1, g2, g3, g4, g5, g6, g7, g8 = (
-                a0 * g0 + a1 * g3 + a2 * g6, a0 * g1 + a1 * g4 + a2 * g7, a0 * g2 + a1 * g5 + a2 * g8,
-                a3 * g0 + a4 * g3 + a5 * g6, a3 * g1 + a4 * g4 + a5 * g7, a3 * g2 + a4 * g5 + a5 * g8,
-                a6 * g0 + a7 * g3 + a8 * g6, a6 * g1 + a7 * g4 + a8 * g7, a6 * g2 + a7 * g5 + a8 * g8)
-        out.append(((g0, g1, g2), (g3, g4, g5), (g6, g7, g8)))
-    return out
-
-
-def chain_frame_turn_floats(before: Sequence[Sequence[float]], after: Sequence[Sequence[float]],
-                            pole: Sequence[float] | None = None, side: Sequence[float] | None = None) -> Rows:
-    """The chain's turn as one piece (step 1 of the module docstring), rows of a 3x3 matrix: what the
-    Blender layer's few-chain path starts its per-bone loop (in mathutils) from.
-
-    :func:`start_frame_floats` of ``before``, then :func:`solved_frame_turn_floats`.
-    """
-    return solved_frame_turn_floats(start_frame_floats(before, side), after, pole)
+# Plain floats: the chain's frame (step 1) for the few-chain path, which turns one short chain at a time
+# (numpy's per-call cost would be most of the work there) and runs step 2 in mathutils (rig/roll.py).
 
 
 StartFrame = tuple[float, float, float, float, float, float, float, float, float, float, float]
 
 
 def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] | None = None) -> StartFrame:
-    """The start pose's half of :func:`chain_frame_turn_floats`: its axis ``k``, bend ``b`` and side
+    """The start pose's frame (step 1 of the module docstring): its axis ``k``, bend ``b`` and side
     ``u`` (unit vectors), the side's weight and the length counted as zero, flat:
     ``(kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny)``. It depends on the pose without IK alone, so
     a caller may keep it while that pose holds.
@@ -343,24 +307,9 @@ def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] 
     return kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny
 
 
-def solved_frame_turn_floats(start: StartFrame, after: Sequence[Sequence[float]],
-                             pole: Sequence[float] | None = None) -> Rows:
-    """The solved pose's half of :func:`chain_frame_turn_floats`: the turn carrying ``start``
-    (:func:`start_frame_floats`) onto the frame of ``after`` (:func:`solved_frame_floats`), rows of a
-    3x3 matrix."""
-    kx, ky, kz, bx, by, bz = start[:6]
-    lx, ly, lz, cx, cy, cz = solved_frame_floats(start, after, pole)
-    # [k_sol b_sol k_sol x b_sol] @ [k_pre b_pre k_pre x b_pre]^T
-    r0, r1, r2 = ky * bz - kz * by, kz * bx - kx * bz, kx * by - ky * bx
-    v0, v1, v2 = ly * cz - lz * cy, lz * cx - lx * cz, lx * cy - ly * cx
-    return ((lx * kx + cx * bx + v0 * r0, lx * ky + cx * by + v0 * r1, lx * kz + cx * bz + v0 * r2),
-            (ly * kx + cy * bx + v1 * r0, ly * ky + cy * by + v1 * r1, ly * kz + cy * bz + v1 * r2),
-            (lz * kx + cz * bx + v2 * r0, lz * ky + cz * by + v2 * r1, lz * kz + cz * bz + v2 * r2))
-
-
 def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
                         pole: Sequence[float] | None = None) -> tuple[float, float, float, float, float, float]:
-    """The frame of the solved pose ``after``: its root-to-tip axis ``l`` and bend ``c`` (unit vectors,
+    """The frame of the solved pose ``after`` (step 1): its root-to-tip axis ``l`` and bend ``c`` (unit vectors,
     ``(lx, ly, lz, cx, cy, cz)``), the bend toward the pole where there is one, else the solved mean
     bend plus ``start``'s side carried by the least aim."""
     kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny = start
