@@ -123,37 +123,53 @@ def solve_chain(
         lengths = bone_lengths(start3)
     resolved = None if limits is None else resolve_limits(limits, start3)
     prep = prepare(start3[None], goal[None], None if pole3 is None else pole3[None], lengths[None])
-    args = (goal, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance, int(max_iterations),
-            min_improvement)
+    args: FabrikArgs = (goal, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance,
+                        int(max_iterations), min_improvement)
     frames = None
     if resolved is None:
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
         converged = bool(prep.unreachable[0]) or iterations < max_iterations
     else:
-        done = False
-        if len(lengths) == 2 and not prep.unreachable[0]:
-            # Two bones: the analytic pose when the limits allow it (with a hinge below a free bone they
-            # do whenever the hinge angle does, the upper bone rolling); FABRIK crawls near full extension.
-            out, error, iterations = _two_bones(prep.joints[0], goal, pole3, lengths)
-            done = converged = bool(resolved.violations(out).max() <= LIMIT_SLACK)
-        if not done and len(lengths) >= 3:
-            # A free bone then hinges about parallel axes (a leg): solved in the bend plane, with no
-            # passes whose stopping point would move the pose (.hinge_plane).
-            planar = planar_hinge_pose(start3, goal, pole3, lengths, resolved)
-            if planar is not None and (planar.matched or prep.unreachable[0]):
-                out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
-                done = converged = True
-        if not done:
-            out, error, iterations, converged = run_limited(prep.joints[0], *args, resolved,
-                                                            None if prep.unreachable[0] else start3)
-        if frames is None:
-            frames = resolved.frames_of(out)
+        out, error, iterations, converged, frames = _solve_limited(prep.joints[0], start3, args, resolved)
     if eased_in and resolved is None:
         out = np.array(settle_points(out.tolist(), goal.tolist()))
     if goal is not tgt:
         error = math.dist(out[-1], tgt)
     reached = error <= tolerance
     return SolveResult(out[:, :dim], error, iterations, reached, factor, reached or converged, frames)
+
+
+# run_fabrik's arguments after the joints: target, pole, fallback directions, lengths, unreachable,
+# tolerance, max_iterations, min_improvement.
+FabrikArgs = tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, bool, float, int, float]
+
+
+def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
+                   resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain with joint limits: the analytic pose for two bones when the limits allow it, the bend-plane
+    solve for a free bone above parallel hinges, else limited FABRIK (:func:`run_limited`). ``joints``:
+    the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
+    the joints. Returns (joints, error, iterations, converged, the bones' frames as the limits measure them)."""
+    goal, pole3, _, lengths, unreachable, *_ = args
+    frames = None
+    done = converged = False
+    if len(lengths) == 2 and not unreachable:
+        # Two bones: the analytic pose when the limits allow it (with a hinge below a free bone they
+        # do whenever the hinge angle does, the upper bone rolling); FABRIK crawls near full extension.
+        out, error, iterations = _two_bones(joints, goal, pole3, lengths)
+        done = converged = bool(resolved.violations(out).max() <= LIMIT_SLACK)
+    if not done and len(lengths) >= 3:
+        # A free bone then hinges about parallel axes (a leg): solved in the bend plane, with no
+        # passes whose stopping point would move the pose (.hinge_plane).
+        planar = planar_hinge_pose(start3, goal, pole3, lengths, resolved)
+        if planar is not None and (planar.matched or unreachable):
+            out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
+            done = converged = True
+    if not done:
+        out, error, iterations, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
+    if frames is None:
+        frames = resolved.frames_of(out)
+    return out, error, iterations, converged, frames
 
 
 def run_fabrik(
