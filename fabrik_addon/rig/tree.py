@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from mathutils import Matrix
 
-from .. import adapter
+from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
@@ -141,8 +141,11 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         end = new[tip][:3, 3] if chain.match_target_rotation else \
             (new[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3]
         distance = float(np.linalg.norm(end - targets[i]))
-        set_status(chain, 'REACHED' if distance <= chain.tolerance / arm.scale else 'UNREACHABLE', "",
-                   distance * arm.scale, result.iterations)
+        # As lone chains say it (diagnostics.solve_status): iterations that ran out while the tree was
+        # still closing in are "did not converge", never "out of reach".
+        status, message = diagnostics.solve_status(distance <= chain.tolerance / arm.scale, result.converged,
+                                                   result.iterations)
+        set_status(chain, status, message, distance * arm.scale, result.iterations)
 
 
 def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:

@@ -53,6 +53,9 @@ class TreeResult:
         Factor each effector's own branch was scaled by (ones without ``use_stretch``).
     bone_stretch : ndarray, shape (J,)
         Factor of the bone ending at each joint (entry 0 unused, ones where nothing stretched).
+    converged : bool
+        The solve settled, as :attr:`.SolveResult.converged`: every scored effector reached, or the
+        passes stopped bringing them closer; False when the iterations ran out while still closing in.
     """
 
     joints: np.ndarray
@@ -61,6 +64,7 @@ class TreeResult:
     reached: np.ndarray
     stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
     bone_stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    converged: bool = True
 
     def __post_init__(self) -> None:
         if self.stretch is None:
@@ -178,8 +182,8 @@ def solve_tree(
     grow &= weight > 0.0
     if soft.any():
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
-    out, errors, iterations = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set, resolved,
-                                              tolerance, int(max_iterations), min_improvement)
+    out, errors, iterations, settled = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set,
+                                                       resolved, tolerance, int(max_iterations), min_improvement)
     if grow.any():
         # Stretch: each stretching branch is grown as a chain from where the first solve put its root,
         # then the tree is solved again from that pose (the other branches barely move).
@@ -187,34 +191,35 @@ def solve_tree(
         grown, tgt, stretch, bone_stretch = stretch_branches(out, parent, lengths, branches, given, tgt, soft, grow,
                                                              cap)
         lengths = lengths * bone_stretch
-        out, errors, used = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
-                                            resolved, tolerance, int(max_iterations), min_improvement)
+        out, errors, used, settled = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
+                                                     resolved, tolerance, int(max_iterations), min_improvement)
         iterations += used
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
-    if stretch is None or bone_stretch is None:
-        return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
-    return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance, stretch, bone_stretch)
+    reached = errors <= tolerance
+    settled = settled or bool(reached[weight > 0.0].all())
+    return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled)  # type: ignore[arg-type]
 
 
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
-    out, errors, iterations = _run(pts, *args)
+    out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
     if limits is not None and not (errors[scored] <= tolerance).all():
         # As for chains, limited FABRIK can settle short depending on where it starts: start again
         # from the tree turned to aim at the targets, rolled a quarter turn at a time, keep the best.
         for start in _aimed_starts(pts, effector, tgt):
-            again, again_errors, used = _run(start, *args)
+            again, again_errors, used, again_settled = _run(start, *args)
             iterations += used
             if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
-                out, errors = again, again_errors
+                out, errors, settled = again, again_errors, again_settled
             if (errors[scored] <= tolerance).all():
                 break
-    return out, errors, iterations
+    return out, errors, iterations, settled
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:
@@ -248,7 +253,9 @@ def _check_parents(parents: object, count: int) -> np.ndarray:
 
 def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
          weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], limits: TreeLimits | None,
-         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """FABRIK passes over the tree from ``pts``: the best pose, its errors, the passes run and whether the
+    passes stopped by reaching or stalling (False: all ``max_iterations`` used while still closing in)."""
     count = len(pts)
     children: list[list[int]] = [[] for _ in range(count)]
     for j in range(1, count):
@@ -287,12 +294,13 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
     errors = errors_now()
     error = float(errors[scored].max()) if scored else 0.0
     if error <= tolerance and pole is None:
-        return pts, errors, 0
+        return pts, errors, 0, True
     best: tuple | None = None
     best_error = math.inf
     previous = error
     stalled = 0
     iterations = 0
+    settled = False
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (the count is returned)
         # Tip to root, children before parents: effectors on their targets, every other pulling
         # joint at the weighted centroid of the positions its pulling children propose.
@@ -346,10 +354,11 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
             best_error, best = error, (xs[:], ys[:], zs[:], errors)
         stalled = stalled + 1 if previous - error < min_improvement * previous else 0
         if error <= tolerance or stalled >= STALL_PATIENCE:
+            settled = True
             break
         previous = error
     assert best is not None
-    return np.array(best[:3]).T, best[3], iterations
+    return np.array(best[:3]).T, best[3], iterations, settled
 
 
 def _turn_branches(branches: list, pole: np.ndarray | None, xs: list[float], ys: list[float], zs: list[float],
