@@ -446,12 +446,12 @@ class TreeRig:
     planar: tuple[str, ...] = ()  # bones turning about local X alone in the walk (a planar elbow)
 
 
-def _torso_bones(gap: float = 0.0) -> list[tuple]:
+def _torso_bones() -> list[tuple]:
     return [("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False), ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
-            ("upper.L", (0.2, 0, 1.15), (0.7, 0.05, 1.1), "spine1", False),
-            ("fore.L", (0.7, 0.05, 1.1), (1.2, 0.0, 1.1), "upper.L", True),
-            ("upper.R", (-0.2, 0, 1.15), (-0.7, 0.05, 1.1), "spine1", False),
-            ("fore.R", (-0.7, 0.05, 1.1), (-1.2, 0.0, 1.1), "upper.R", True)]
+            ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.05), "spine1", False),
+            ("fore.L", (0.7, 0, 1.05), (1.2, 0, 1.1), "upper.L", True),
+            ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.05), "spine1", False),
+            ("fore.R", (-0.7, 0, 1.05), (-1.2, 0, 1.1), "upper.R", True)]  # arms bent about their local X
 
 
 def _creature_bones(gap: float) -> list[tuple]:
@@ -464,7 +464,7 @@ def _creature_bones(gap: float) -> list[tuple]:
 
 
 ARMS = [("fore.L", 4, None), ("fore.R", 4, None)]
-ARM_POLES = [("fore.L", 4, (0.7, -1.0, 1.1)), ("fore.R", 4, (-0.7, -1.0, 1.1))]
+ARM_POLES = [("fore.L", 4, (0.7, 0.0, 0.1)), ("fore.R", 4, (-0.7, 0.0, 0.1))]  # below the elbows
 HINGE = (math.radians(-150.0), math.radians(150.0))
 TREES = [
     TreeRig("torso, hinge forearms", _torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},

@@ -8,6 +8,7 @@ from mathutils import Matrix
 from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
+from . import small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
 from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
 from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
@@ -78,7 +79,8 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     for j in range(1, len(joints)):
         children_of[parents[j]].append(j)
     rigid = [k for k in range(len(names)) if len(children_of[k]) >= 2]
-    limits = _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent)
+    resolved_again = {b for c, p in zip(chains, plans) if _solved_again(c) for b in _branch(p, plans)}
+    limits = _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent, resolved_again)
     try:
         result = solve_tree(np.array(joints), parents, effectors, np.array(targets), weights=weights,
                             poles=np.array(poles), rigid=rigid, tolerance=tolerance,
@@ -146,15 +148,59 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         status, message = diagnostics.solve_status(distance <= chain.tolerance / arm.scale, result.converged,
                                                    result.iterations)
         set_status(chain, status, message, distance * arm.scale, result.iterations)
+    _solve_branches(arm, chains, plans, result.converged, result.iterations)
 
 
-def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:
+def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], converged: bool,
+                    iterations: int) -> None:
+    """Each chain's own bones below the ones it shares, solved again as a lone chain (:mod:`.small`) from
+    where the tree put the bone above them: a pole rolls the branch, hinges turn about X in their plane
+    and the curled start makes the branch a function of its target, as on a lone chain.
+
+    The tree's passes decide the shared bones; their branch poses depended on the pass count (a torso's
+    forearm turned 63 degrees in a frame, 29 degrees off its hinge), and their poles rolled the shared
+    bone above the branch with it (elbows 27 degrees off the plane of shoulder, target and pole).
+    """
+    rig_cache = arm.cache
+    for chain, plan in zip(chains, plans):
+        last = len(plan.bones) - len(_branch(plan, plans))
+        if last >= len(plan.bones) or not _solved_again(chain):
+            continue
+        last -= 1
+        idx = plan.idx[last + 1:]
+        branch = ChainPlan(plan.index, plan.bones[last + 1:], plan.depth + last + 1, idx=idx,
+                           parent=int(rig_cache.parents[idx[0]]), limited=bool(rig_cache.limited[idx].any()),
+                           references_checked=plan.references_checked,
+                           scale_free=[k - last - 1 for k in plan.scale_free if k > last],
+                           match_rotation=plan.match_rotation)
+        small.solve(arm, [(chain, branch)])
+        entry = diagnostics.of(chain)
+        if entry.status == 'UNREACHABLE' and not converged:
+            status, message = diagnostics.solve_status(False, False, iterations)
+            set_status(chain, status, message, entry.error, iterations)
+
+
+def _solved_again(chain) -> bool:
+    """Whether :func:`_solve_branches` solves the chain's branch again: not when it pulls nothing, nor
+    when soft IK or stretch shape it, which the tree measures from the tree's root, a lone chain from
+    its own."""
+    return chain.weight > 0.0 and not chain.softness and not chain.use_stretch
+
+
+def _branch(plan: ChainPlan, plans: list[ChainPlan]) -> list[str]:
+    """The bones of ``plan`` below the last one it shares with another chain of the tree."""
+    shared = {b for p in plans if p is not plan for b in p.bones}
+    last = max((k for k, b in enumerate(plan.bones) if b in shared), default=-1)
+    return plan.bones[last + 1:]
+
+
+def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent, branches: set[str] = frozenset()) -> dict:
     """Keyword arguments giving :func:`solve_tree` the bones' joint limits, or nothing when none is set.
 
     The limit of bone ``names[k]`` applies to its segment, the edge out of its head joint ``k``; it is
     measured in its parent bone's segment frame, turned by its rest offset, as for chains.
     """
-    if not any(ob.pose.bones[name].fabrik_limit.mode != 'NONE' for name in names):
+    if not any(ob.pose.bones[name].fabrik_limit.mode != 'NONE' for name in names if name not in branches):
         return {}
     for k in rigid:
         if ob.pose.bones[names[k]].fabrik_limit.mode != 'NONE':
@@ -169,7 +215,9 @@ def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> di
     for j in range(1, count):
         k = parents[j]  # the bone whose segment ends at joint j
         limit = ob.pose.bones[names[k]].fabrik_limit
-        if limit.mode == 'CONE':
+        if names[k] in branches:  # solved again as a lone chain, with its limits (_solve_branches)
+            pass
+        elif limit.mode == 'CONE':
             limit_of[j] = ConeLimit(limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down)
         elif limit.mode == 'HINGE':
             if limit.hinge_min > limit.hinge_max:
@@ -187,6 +235,11 @@ def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> di
     return {"limits": limit_of, "frames": frames, "rest_offsets": offsets, "base_frame": unit_columns(top_parent)}
 
 
+# Children offsets this close to parallel (sine of the angle) count as one direction: float32 rest data
+# puts coincident heads ~1e-7 apart.
+PARALLEL = 1e-5
+
+
 def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray, parent_turn: np.ndarray) -> np.ndarray:
     """Rotation taking the ``before`` offsets onto the ``after`` offsets: exact for one, best fit for more.
 
@@ -196,6 +249,12 @@ def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray, paren
     """
     a = before / np.linalg.norm(before, axis=1)[:, None]
     b = after / np.linalg.norm(after, axis=1)[:, None]
+    if len(a) > 1 and np.abs(np.cross(a[0], a[1:])).max() <= PARALLEL and (a[1:] @ a[0]).min() > 0.0:
+        # Children in one direction (branches starting at one point): their offsets fix no roll, which
+        # a best fit would take from float noise (180-degree flips between frames and rotation modes).
+        # The bone turns as with one child, toward their weighted mean.
+        mean = (b * weights[:, None]).sum(axis=0)
+        a, b = a[:1], mean[None] / np.linalg.norm(mean)
     if len(a) == 1:
         carried = parent_turn @ a[0]
         return matrix_from_two_vectors(carried / np.linalg.norm(carried), b[0]) @ parent_turn

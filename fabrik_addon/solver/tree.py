@@ -269,7 +269,7 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
             j = int(parent[j])
     active = [bool(p > 0.0) for p in pull]
     target_of = {int(e): (float(t[0]), float(t[1]), float(t[2])) for e, t, w in zip(effector, tgt, weight) if w > 0}
-    branches = _pole_branches(parent, children, effector, pole)
+    branches = _pole_branches(parent, children, effector, pole, rigid)
     scored = [k for k in range(len(effector)) if weight[k] > 0.0]
     total = float(lengths.sum())
     tiny = EPS * total
@@ -464,13 +464,25 @@ def _frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:
     return arr
 
 
+# A rigid body's children offsets this close to parallel (sine of the angle) count as one direction.
+PARALLEL = 1e-5
+
+
 def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list[float]) -> np.ndarray:
     """Place the children of joint ``p`` as one rigid body: their start offsets turned by the rotation
     that best carries them toward where the children are now (weighted Kabsch); returns that rotation."""
     kids, offsets, weights = body
     now = np.array([[xs[c] - xs[p], ys[c] - ys[p], zs[c] - zs[p]] for c in kids])
-    u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
-    turn = vt.T @ np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))]) @ u.T
+    unit = offsets / np.linalg.norm(offsets, axis=1)[:, None]
+    if np.abs(np.cross(unit[0], unit[1:])).max() <= PARALLEL and (unit[1:] @ unit[0]).min() > 0.0:
+        # Children in one direction (branches from one point) fix no roll, which a best fit would take
+        # from float noise: the least turn onto their weighted mean direction instead.
+        mean = (now * weights[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(mean))
+        turn = matrix_from_two_vectors(unit[0], mean / norm) if norm > 0.0 else np.eye(3)
+    else:
+        u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
+        turn = vt.T @ np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))]) @ u.T
     placed = offsets @ turn.T
     for k, c in enumerate(kids):
         xs[c], ys[c], zs[c] = xs[p] + float(placed[k, 0]), ys[p] + float(placed[k, 1]), zs[p] + float(placed[k, 2])
@@ -489,8 +501,12 @@ def _toward(ax: float, ay: float, az: float, bx: float, by: float, bz: float, le
 
 
 def _pole_branches(parent: np.ndarray, children: list[list[int]], effector: np.ndarray,
-                   pole: np.ndarray | None) -> list[tuple[list[int], int]]:
-    """For each effector with a pole: its joints up to the nearest sub-base or the root, root first."""
+                   pole: np.ndarray | None, rigid: set[int]) -> list[tuple[list[int], int]]:
+    """For each effector with a pole: its joints up to the nearest sub-base or the root, root first.
+
+    Below a rigid sub-base the branch starts at the sub-base's child: the body's children move together,
+    so rolling one about the sub-base moved a torso's shoulder off it (elbows 27 degrees off the plane
+    of shoulder, target and pole; 690 of 800 tip-frames short)."""
     if pole is None:
         return []
     out = []
@@ -502,7 +518,8 @@ def _pole_branches(parent: np.ndarray, children: list[list[int]], effector: np.n
         while j > 0 and len(children[j]) == 1:
             path.append(j)
             j = int(parent[j])
-        path.append(j)
+        if j not in rigid:
+            path.append(j)
         if len(path) >= 3:
             out.append((path[::-1], k))
     return out
