@@ -443,7 +443,7 @@ def _write(table: Table, group: Group) -> None:
             i = vidx[v]
             end = np.array([0.0, 0.0 if frames[v] is not None else float(table.lengths[i[-1]]), 0.0, 1.0])
             fraction = blend_fraction(vparent[v], table.rel[i], table.location[i], table.scale[i], table.base[i],
-                                      q[v], end, target, float(influence[v]))
+                                      q[v], end, target, float(influence[v]), _forward_kinematics)
             q[v] = blend_rotations(table.base[i], q[v], fraction)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
     if not finite.all():  # never write a non-finite value: such chains keep their pose

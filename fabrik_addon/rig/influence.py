@@ -13,6 +13,8 @@ of a 10-bone chain 0.58-0.79 of the way and let the distance grow with influence
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..solver.rotations import slerp_quaternions
@@ -26,7 +28,7 @@ REFINE = 2
 
 def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, scale: np.ndarray,
                    base: np.ndarray, full: np.ndarray, end: np.ndarray, target: np.ndarray, influence: float,
-                   full_scale: np.ndarray | None = None) -> float:
+                   forward_kinematics: Callable, full_scale: np.ndarray | None = None) -> float:
     """The slerp fraction of the local rotations for ``influence`` (0 < influence < 1).
 
     Parameters
@@ -43,11 +45,18 @@ def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, sc
         The point that reaches for the target, in the last bone's space (homogeneous).
     target : ndarray, shape (3,)
         Armature space.
+    forward_kinematics : callable
+        ``(parent (C, 4, 4), rel (C, n, 4, 4), q (C, n, 4), location (C, n, 3), scale (C, n, 3))`` ->
+        armature-space matrices ``(C, n, 4, 4)`` (:func:`.batch._forward_kinematics`, passed in: batch
+        imports this module).
     full_scale : ndarray, shape (n, 3), optional
         Each bone's scale at influence 1 (a stretching chain); it blends with ``scale`` by the same fraction.
     """
-    ends = _tip_distances(np.linspace(0.0, 1.0, 2), parent, rel, location, scale, base, full, end, target,
-                          full_scale)
+    def distances(fractions: np.ndarray) -> np.ndarray:
+        return _tip_distances(fractions, parent, rel, location, scale, base, full, end, target, full_scale,
+                              forward_kinematics)
+
+    ends = distances(np.linspace(0.0, 1.0, 2))
     start, reached = float(ends[0]), float(ends[1])
     if not reached < start:  # influence 1 is no closer: blend the rotations by the influence itself
         return influence
@@ -56,7 +65,7 @@ def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, sc
     d_low, d_high = start, reached
     for _ in range(REFINE + 1):
         s = np.linspace(low, high, GRID + 1)
-        d = _tip_distances(s, parent, rel, location, scale, base, full, end, target, full_scale)
+        d = distances(s)
         d[0], d[-1] = d_low, d_high  # the bracket's ends as measured before (the same floats)
         first = int(np.argmax(d <= goal))  # d[-1] <= goal always holds at the bracket's end
         if first == 0:
@@ -71,10 +80,8 @@ def blend_rotations(base: np.ndarray, full: np.ndarray, fraction: float) -> np.n
     return np.where(np.einsum("ki,ki->k", q, base)[:, None] < 0.0, -q, q)
 
 
-def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target,
-                   full_scale) -> np.ndarray:
-    from .batch import _forward_kinematics  # (batch imports this module)
-
+def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target, full_scale,
+                   forward_kinematics: Callable) -> np.ndarray:
     count = len(fractions)
     n = len(base)
     q = slerp_quaternions(np.broadcast_to(base, (count, n, 4)), np.broadcast_to(full, (count, n, 4)),
@@ -82,7 +89,7 @@ def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, fu
     scales = np.broadcast_to(scale, (count, n, 3))
     if full_scale is not None:
         scales = scale + fractions[:, None, None] * (full_scale - scale)
-    pose = _forward_kinematics(np.broadcast_to(parent, (count, 4, 4)), np.broadcast_to(rel, (count, n, 4, 4)), q,
+    pose = forward_kinematics(np.broadcast_to(parent, (count, 4, 4)), np.broadcast_to(rel, (count, n, 4, 4)), q,
                                np.broadcast_to(location, (count, n, 3)), scales)
     tips = pose[:, -1] @ end
     return np.linalg.norm(tips[:, :3] - target, axis=1)

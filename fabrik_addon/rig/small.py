@@ -23,6 +23,7 @@ from ..solver import orient, solve_chain, solve_two_bone
 from ..solver.fabrik import solve_floats, solve_points
 from ..solver.two_bone import two_bone_points
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
+from .batch import _forward_kinematics
 from .influence import blend_fraction, blend_rotations
 from .inputs import (
     ZERO_LENGTH,
@@ -238,7 +239,7 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
     full = np.array([q[:] for q in rotations])
     full_scale = np.array([v[:] for v in scales]) if scales else None
     fraction = blend_fraction(np.array(pose.parent), cache.rel[idx], location, own, base, full, end,
-                              np.array(inputs.target), inputs.influence, full_scale)
+                              np.array(inputs.target), inputs.influence, _forward_kinematics, full_scale)
     blended = [Quaternion(q) for q in blend_rotations(base, full, fraction)]
     if full_scale is None:
         return blended, scales

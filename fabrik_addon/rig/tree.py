@@ -138,7 +138,7 @@ def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: 
     """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies."""
     tolerance = min(c.tolerance for c in chains) / arm.scale
     rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
-    resolved_again = {b for c, p in zip(chains, plans) if _solved_again(c) for b in _branch(p, plans)}
+    resolved_again = {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
     limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents, rigid,
                           tree.top_parent, resolved_again)
     try:
@@ -218,7 +218,7 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
     rig_cache = arm.cache
     for chain, plan in zip(chains, plans):
         last = len(plan.bones) - len(_branch(plan, plans))
-        if last >= len(plan.bones) or not _solved_again(chain):
+        if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans):
             continue
         last -= 1
         idx = plan.idx[last + 1:]
@@ -234,11 +234,16 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
             set_status(chain, status, message, entry.error, iterations)
 
 
-def _solved_again(chain) -> bool:
-    """Whether :func:`_solve_branches` solves the chain's branch again: not when it pulls nothing, nor
+def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:
+    """Whether :func:`_solve_branches` solves the chain's branch again: where it has a pole or a joint
+    limit, which the tree's passes cannot honour as a lone chain does; not when it pulls nothing, nor
     when soft IK or stretch shape it, which the tree measures from the tree's root, a lone chain from
-    its own."""
-    return chain.weight > 0.0 and not chain.softness and not chain.use_stretch
+    its own. (Free branches keep the tree's pose: solved again, a Y's nearly straight branches near
+    full reach took 0.54 degrees of difference between rotation modes from the lone chains' curl.)"""
+    if chain.weight <= 0.0 or chain.softness or chain.use_stretch:
+        return False
+    bones = _branch(plan, plans)
+    return chain.pole is not None or bool(arm.cache.limited[[arm.cache.index[b] for b in bones]].any())
 
 
 def _branch(plan: ChainPlan, plans: list[ChainPlan]) -> list[str]:
