@@ -1,6 +1,7 @@
-"""Trees (issue 23): each chain's own branch below the shared bones is solved as a lone chain, so poles
-and hinges act on tree branches as on lone chains, and a fork whose branches start at one point keeps
-a determined roll. Targets come from the rig's own forward-kinematics walk, so all are reachable."""
+"""Trees (issue 23): each chain's own branch below the shared bones (with a pole or a limit) is solved as
+a lone chain, so poles and hinges act on tree branches as on lone chains, and a fork whose branches
+start at one point keeps a determined roll. Targets come from the rig's own forward-kinematics walk, so
+all are reachable."""
 
 import math
 
@@ -179,9 +180,8 @@ def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode():
         bpy.context.view_layer.update()
         reference = world_rotations(rigs[0][0])
         for ob, _ in rigs[1:]:
-            # (measured 3.3e-3 at most, not yet the 1e-4 of lone chains: the shared bones come from tree
-            # passes that stop short of converging at slightly different places; the roll flips gave
-            # differences of order 1)
+            # (not yet the 1e-4 of lone chains: the shared bones come from tree passes that stop short
+            # of converging at slightly different places; the roll flips gave differences of order 1)
             assert np.abs(world_rotations(ob) - reference).max() <= 1e-2, (f, ob.name)
         if previous is not None:
             assert largest_turn(previous, reference) < 5.0, f
