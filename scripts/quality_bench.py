@@ -7,10 +7,17 @@ same target path keyed on every frame and the same pole. Measured per rig and so
   the largest over bones and frames, and how many frames turn some bone by more than 5 degrees;
 - reach: the largest tip-to-target distance over the path (the paths stay inside reach).
 
-Then three cases on their own: a 50-bone chain and a reachable target at default settings (distance,
-status); influence (the tip's distance at influence 0.5 over its distance at 0, and frames where the
-distance grows with influence); rotation-mode invariance (the same pose without IK stored as
-quaternion, Euler and axis-angle channels: the largest difference of the solved world poses).
+Each FABRIK run logs the solve's path (tree or lone chain), status and passes per frame, and reports
+them on both sides of its largest turn, so a jump can be traced to the step that makes it.
+
+Then cases on their own: a 50-bone chain and a reachable target at default settings (distance,
+status); influence on 2, 3 and 10 bones (the tip's distance at influence 0.5 over its distance at 0,
+frames where the distance grows with influence, bone-frames where a bone turns farther from its pose
+without IK than at influence 1); rotation-mode invariance (the same pose without IK stored as
+quaternion, Euler and axis-angle channels: the largest difference of the solved world poses); trees
+(a torso with hinge forearms and/or poles, a Y whose branches start at one point or 0.08 apart, with
+cones) on targets from their own forward-kinematics walk: turns, misses, a hinged forearm off a pure
+local-X turn, an elbow off its pole's plane, and rotation modes on the Y.
 """
 
 from __future__ import annotations
