@@ -7,10 +7,17 @@ same target path keyed on every frame and the same pole. Measured per rig and so
   the largest over bones and frames, and how many frames turn some bone by more than 5 degrees;
 - reach: the largest tip-to-target distance over the path (the paths stay inside reach).
 
-Then three cases on their own: a 50-bone chain and a reachable target at default settings (distance,
-status); influence (the tip's distance at influence 0.5 over its distance at 0, and frames where the
-distance grows with influence); rotation-mode invariance (the same pose without IK stored as
-quaternion, Euler and axis-angle channels: the largest difference of the solved world poses).
+Each FABRIK run logs the solve's path (tree or lone chain), status and passes per frame, and reports
+them on both sides of its largest turn, so a jump can be traced to the step that makes it.
+
+Then cases on their own: a 50-bone chain and a reachable target at default settings (distance,
+status); influence on 2, 3 and 10 bones (the tip's distance at influence 0.5 over its distance at 0,
+frames where the distance grows with influence, bone-frames where a bone turns farther from its pose
+without IK than at influence 1); rotation-mode invariance (the same pose without IK stored as
+quaternion, Euler and axis-angle channels: the largest difference of the solved world poses); trees
+(a torso with hinge forearms and/or poles, a Y whose branches start at one point or 0.08 apart, with
+cones) on targets from their own forward-kinematics walk: turns, misses, a hinged forearm off a pure
+local-X turn, an elbow off its pole's plane, and rotation modes on the Y.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import numpy as np
 from mathutils import Quaternion
 
 import fabrik_addon
-from rigkit.blender import armature, set_rotation
+from rigkit.blender import armature, off_x, relative_rotations, set_rotation
 
 FRAMES = 400  # the target's loop takes this many frames: step 0.3-0.4% of the chain's length
 POP_DEGREES = 5.0
@@ -37,7 +44,8 @@ class Rig:
     joints: list[tuple[float, float, float]]  # rest heads and the tip's tail
     pole: tuple[float, float, float] | None = None
     solver: str = 'FABRIK'
-    cone: float | None = None  # the same cone (radians, all four angles) on every bone
+    cone: float | tuple[float, float, float, float] | None = None  # the same cone on every bone (radians: one
+    # angle for all four, or left, right, up, down)
     hinges: dict[int, tuple[float, float]] = field(default_factory=dict)  # bone -> (min, max) about local X
 
     @property
@@ -79,6 +87,8 @@ RIGS = [
     Rig("3-bone leg, hinges, pole", [(0.0, 0.0, 0.0), (0.0, 0.1, 1.0), (0.0, 0.0, 2.0), (0.0, 0.1, 2.5)],
         pole=(0.0, 2.0, 1.0), hinges={1: (math.radians(-10.0), math.radians(150.0)),
                                       2: (math.radians(-60.0), math.radians(60.0))}),
+    # issue 23: part of the loop lies beyond what the cones allow
+    Rig("4-bone leg, pole, cones", _arc(4, 0.25), pole=(0.0, 2.0, 1.0), cone=(0.5, 0.5, 0.6, 0.4)),
 ]
 
 
@@ -137,6 +147,24 @@ def _empty(name: str, location) -> Any:
     return ob
 
 
+def _four(cone: float | tuple[float, float, float, float]) -> tuple[float, float, float, float]:
+    return (cone, cone, cone, cone) if isinstance(cone, float) else cone
+
+
+def set_blender_cone(pb, cone) -> None:
+    """The closest per-axis IK limits to a cone: a turn about +X tilts the bone up (+Z), about +Z left (-X)."""
+    left, right, up, down = _four(cone)
+    pb.use_ik_limit_x = pb.use_ik_limit_z = True
+    pb.ik_min_x, pb.ik_max_x = -down, up
+    pb.ik_min_z, pb.ik_max_z = -right, left
+
+
+def set_fabrik_cone(pb, cone) -> None:
+    lim = pb.fabrik_limit
+    lim.mode = 'CONE'
+    lim.cone_left, lim.cone_right, lim.cone_up, lim.cone_down = _four(cone)
+
+
 def add_solver(kind: str, ob, rig: Rig, target, pole, tolerance: float | None = 1e-4, iterations: int | None = 100):
     """Blender's IK constraint or a FABRIK chain on ``ob``'s chain of ``rig``; returns the constraint or chain."""
     n = len(rig.joints) - 1
@@ -145,18 +173,14 @@ def add_solver(kind: str, ob, rig: Rig, target, pole, tolerance: float | None = 
         pb = ob.pose.bones[f"b{k}"]
         if kind == "blender":
             if rig.cone is not None:
-                pb.use_ik_limit_x = pb.use_ik_limit_z = True
-                pb.ik_min_x = pb.ik_min_z = -rig.cone
-                pb.ik_max_x = pb.ik_max_z = rig.cone
+                set_blender_cone(pb, rig.cone)
             if k in rig.hinges:
                 pb.lock_ik_y = pb.lock_ik_z = True
                 pb.use_ik_limit_x = True
                 pb.ik_min_x, pb.ik_max_x = rig.hinges[k]
         else:
             if rig.cone is not None:
-                lim = pb.fabrik_limit
-                lim.mode = 'CONE'
-                lim.cone_left = lim.cone_right = lim.cone_up = lim.cone_down = rig.cone
+                set_fabrik_cone(pb, rig.cone)
             if k in rig.hinges:
                 lim = pb.fabrik_limit
                 lim.mode = 'HINGE'
@@ -236,12 +260,14 @@ def run_path(rig: Rig, kind: str, settings: tuple[float | None, int | None] = (N
         _key_locations(target, path)
         pole = None if rig.pole is None else _empty("Pole", rig.pole)
         n = len(rig.joints) - 1
-        add_solver(kind, ob, rig, target, pole, *settings)
-        turns, errors, previous = [], [], None
+        solver = add_solver(kind, ob, rig, target, pole, *settings)
+        turns, errors, previous, log = [], [], None, []
         for f in range(1, len(path) + 1):
             scene.frame_set(f)
             rotations, joints = world_pose(ob, n)
             errors.append(float(np.linalg.norm(joints[-1] - path[f - 1])))
+            if kind == "fabrik":
+                log.append(frame_log(solver))
             if previous is not None:
                 turns.append(float(turn_degrees(previous, rotations).max()))
             previous = rotations
@@ -249,11 +275,35 @@ def run_path(rig: Rig, kind: str, settings: tuple[float | None, int | None] = (N
         scene.frame_set(1)
         turns.append(float(turn_degrees(previous, world_pose(ob, n)[0]).max()))
         steps = np.linalg.norm(np.diff(np.vstack([path, path[:1]]), axis=0), axis=1)
-        return {"max_turn_deg": max(turns), "frames_over_5": int(sum(t > POP_DEGREES for t in turns)),
-                "max_error": max(errors), "step_pct": float(steps.max() / rig.length * 100.0)}
+        out = {"max_turn_deg": max(turns), "frames_over_5": int(sum(t > POP_DEGREES for t in turns)),
+               "max_error": max(errors), "step_pct": float(steps.max() / rig.length * 100.0),
+               "turn_change": turn_change(turns)}
+        if log:
+            out["worst"] = worst_frame(turns, log)
+        return out
     finally:
         if kind == "fabrik":
             fabrik_addon.unregister()
+
+
+def frame_log(chain) -> dict:
+    """What the solve did this frame: its path (tree or lone chain), status and passes."""
+    return {"path": "tree" if chain.group else "chain", "status": chain.status, "iterations": chain.last_iterations}
+
+
+def worst_frame(turns: list[float], log: list[dict]) -> dict:
+    """The frame after the largest turn (1-based; the loop's closing step counts as frame 1) with the
+    solve's path and passes on it and on the frame before, so a jump can be traced to the step that makes it."""
+    k = int(np.argmax(turns))  # turns[k] is frame k + 1 -> k + 2
+    after = (k + 1) % len(log)
+    return {"frame": after + 1, "turn_deg": turns[k], "before": log[k], "after": log[after],
+            "not_reached": sum(entry["status"] != 'REACHED' for entry in log),
+            "iterations_max": max(entry["iterations"] for entry in log)}
+
+
+def turn_change(turns: list[float]) -> float:
+    """The largest change of the per-frame turn between consecutive frames (degrees/frame^2)."""
+    return float(np.abs(np.diff(turns)).max()) if len(turns) > 1 else 0.0
 
 
 def run_long_chain(kind: str, default_settings: bool = True) -> dict:
@@ -299,6 +349,7 @@ def run_long_chain(kind: str, default_settings: bool = True) -> dict:
 
 
 INFLUENCES = [k / 10 for k in range(11)]
+INFLUENCE_RIGS = ("2-bone arm, pole", "3-bone planar", "10-bone")
 
 
 def run_influence(kind: str, rig: Rig, frames: int = 40) -> dict:
@@ -313,21 +364,37 @@ def run_influence(kind: str, rig: Rig, frames: int = 40) -> dict:
         pole = None if rig.pole is None else _empty("Pole", rig.pole)
         solver = add_solver(kind, ob, rig, target, pole)
         n = len(rig.joints) - 1
-        ratios, nonmonotone = [], 0
+        ratios, nonmonotone, passing, passing_world = [], 0, 0, 0
         for point in path:
             target.location = tuple(point)
-            distances = []
+            distances, turned, world = [], [], []
             for influence in INFLUENCES:
                 solver.influence = influence
                 bpy.context.view_layer.update()
-                distances.append(float(np.linalg.norm(world_pose(ob, n)[1][-1] - point)))
+                rotations, joints = world_pose(ob, n)
+                distances.append(float(np.linalg.norm(joints[-1] - point)))
+                turned.append(local_turns(ob, n))
+                world.append(rotations)
             ratios.append(distances[5] / distances[0])
             nonmonotone += any(b > a + 1e-6 for a, b in zip(distances, distances[1:]))
+            full = np.array(turned[-1])
+            passing += int((np.array(turned[1:-1]) > full + 1e-5).any(axis=0).sum())
+            # in world space: each bone's turn from its world rotation without IK
+            away = np.array([turn_degrees(world[0], r) for r in world])
+            passing_world += int((away[1:-1] > away[-1] + 1e-3).any(axis=0).sum())
         return {"ratio_min": min(ratios), "ratio_max": max(ratios), "nonmonotone_frames": nonmonotone,
-                "frames": len(path)}
+                "frames": len(path), "bone_frames_past_full": passing, "bone_frames_past_full_world": passing_world}
     finally:
         if kind == "fabrik":
             fabrik_addon.unregister()
+
+
+def local_turns(ob, n: int) -> list[float]:
+    """Each bone's evaluated turn (radians) relative to its parent from the rest pose (here the pose without IK)."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    root = ev.pose.bones["b0"]
+    first = (root.bone.matrix_local.inverted() @ root.matrix).to_quaternion().angle
+    return [first] + [q.angle for q in relative_rotations(ob, [f"b{k}" for k in range(n)])]
 
 
 MODES = ('QUATERNION', 'XYZ', 'ZXY', 'YZX', 'AXIS_ANGLE')
@@ -374,6 +441,212 @@ def run_rotation_modes(kind: str, rig: Rig, frames: int = 60) -> dict:
             fabrik_addon.unregister()
 
 
+@dataclass
+class TreeRig:
+    """Chains sharing bones: bones ``(name, head, tail, parent, connected)``, chains ``(tip, count, pole)``;
+    targets from the rig's own forward kinematics (a smooth walk of every bone), so all are reachable."""
+    name: str
+    bones: list[tuple]
+    chains: list[tuple[str, int, tuple[float, float, float] | None]]
+    hinges: dict[str, tuple[float, float]] = field(default_factory=dict)  # bone -> (min, max) about local X
+    cones: dict[str, tuple[float, float, float, float]] = field(default_factory=dict)  # bone -> left, right, up, down
+    planar: tuple[str, ...] = ()  # bones turning about local X alone in the walk (a planar elbow)
+
+
+def _torso_bones() -> list[tuple]:
+    return [("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False), ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
+            ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.05), "spine1", False),
+            ("fore.L", (0.7, 0, 1.05), (1.2, 0, 1.1), "upper.L", True),
+            ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.05), "spine1", False),
+            ("fore.R", (-0.7, 0, 1.05), (-1.2, 0, 1.1), "upper.R", True)]  # arms bent about their local X
+
+
+def _creature_bones(gap: float) -> list[tuple]:
+    """A trunk whose two 2-bone branches start ``gap`` apart at its tail (0: one point)."""
+    return [("trunk", (0, 0, 0.0), (0, 0, 1.0), None, False),
+            ("a.L", (gap / 2, 0, 1.0), (0.45, 0.05, 1.5), "trunk", gap == 0.0),
+            ("b.L", (0.45, 0.05, 1.5), (0.9, 0, 2.0), "a.L", True),
+            ("a.R", (-gap / 2, 0, 1.0), (-0.45, 0.05, 1.5), "trunk", gap == 0.0),
+            ("b.R", (-0.45, 0.05, 1.5), (-0.9, 0, 2.0), "a.R", True)]
+
+
+ARMS = [("fore.L", 4, None), ("fore.R", 4, None)]
+ARM_POLES = [("fore.L", 4, (0.7, 0.0, 0.1)), ("fore.R", 4, (-0.7, 0.0, 0.1))]  # below the elbows
+HINGE = (math.radians(-150.0), math.radians(150.0))
+TREES = [
+    TreeRig("torso, hinge forearms", _torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},
+            planar=("fore.L", "fore.R")),
+    TreeRig("torso, poles", _torso_bones(), ARM_POLES, planar=("fore.L", "fore.R")),
+    TreeRig("torso, poles, hinges", _torso_bones(), ARM_POLES, hinges={"fore.L": HINGE, "fore.R": HINGE},
+            planar=("fore.L", "fore.R")),
+    TreeRig("Y, branches at one point", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)]),
+    TreeRig("Y, branches 0.08 apart", _creature_bones(0.08), [("b.L", 3, None), ("b.R", 3, None)]),
+    TreeRig("Y at one point, cones", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)],
+            cones={n: (0.6, 0.6, 0.6, 0.6) for n in ("a.L", "b.L", "a.R", "b.R")}),
+]
+TREE_WALK = 0.27  # radians: each bone's swing in the forward-kinematics walk (steps <= 0.45% of a chain)
+
+
+def walk_rotations(tree: TreeRig, frames: int) -> list[list[Quaternion]]:
+    """Per frame, every bone's local rotation in the walk: a swing about a fixed axis (local X for planar
+    and hinged bones, which stay bent), smooth and closed over ``frames``."""
+    rng = np.random.default_rng(23)
+    axes, phases = [], []
+    for name, *_ in tree.bones:
+        axis = np.array([1.0, 0.0, 0.0]) if name in tree.hinges or name in tree.planar else rng.normal(size=3)
+        axes.append(axis / np.linalg.norm(axis))
+        phases.append(rng.uniform(0.0, 2.0 * math.pi))
+    out = []
+    for f in range(frames):
+        t = 2.0 * math.pi * f / frames
+        row = []
+        for (name, *_), axis, phase in zip(tree.bones, axes, phases):
+            bend = 0.6 if name in tree.hinges or name in tree.planar else 0.0  # elbows stay bent
+            row.append(Quaternion(axis, bend + TREE_WALK * math.sin(t + phase)))
+        out.append(row)
+    return out
+
+
+def tree_targets(tree: TreeRig, frames: int) -> np.ndarray:
+    """``(frames, chains, 3)``: where the chains' tips are in the walk (a twin armature, no IK)."""
+    twin = armature("Walk", tree.bones)
+    out = []
+    for row in walk_rotations(tree, frames):
+        for (name, *_), q in zip(tree.bones, row):
+            twin.pose.bones[name].rotation_quaternion = q
+        bpy.context.view_layer.update()
+        ev = twin.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        out.append([np.array(ev.matrix_world @ ev.pose.bones[tip].tail) for tip, _, _ in tree.chains])
+    bpy.data.objects.remove(twin)
+    return np.array(out)
+
+
+def _add_tree_solver(kind: str, ob, tree: TreeRig, targets, poles) -> list:
+    for name, (low, high) in tree.hinges.items():
+        pb = ob.pose.bones[name]
+        if kind == "blender":
+            pb.lock_ik_y = pb.lock_ik_z = True
+            pb.use_ik_limit_x = True
+            pb.ik_min_x, pb.ik_max_x = low, high
+        else:
+            pb.fabrik_limit.mode = 'HINGE'
+            pb.fabrik_limit.hinge_min, pb.fabrik_limit.hinge_max = low, high
+    for name, cone in tree.cones.items():
+        (set_blender_cone if kind == "blender" else set_fabrik_cone)(ob.pose.bones[name], cone)
+    out = []
+    for (tip, count, _), target, pole in zip(tree.chains, targets, poles):
+        if kind == "blender":  # Blender's tree IK ignores poles
+            constraint = ob.pose.bones[tip].constraints.new('IK')
+            constraint.target, constraint.chain_count = target, count
+            out.append(constraint)
+        else:
+            chain = ob.fabrik.chains.add()
+            chain.name, chain.tip_bone, chain.chain_length = tip, tip, count
+            chain.target, chain.pole = target, pole
+            out.append(chain)
+    return out
+
+
+def _chain_length(tree: TreeRig, tip: str, count: int) -> float:
+    bones = {b[0]: b for b in tree.bones}
+    total, name = 0.0, tip
+    for _ in range(count):
+        total += float(np.linalg.norm(np.subtract(bones[name][2], bones[name][1])))
+        name = bones[name][3]
+    return total
+
+
+def _plane_degrees(root: np.ndarray, target: np.ndarray, pole: np.ndarray, elbow: np.ndarray) -> float:
+    """Angle of ``elbow - root`` out of the plane through root, target and pole."""
+    normal = np.cross(target - root, pole - root)
+    d = elbow - root
+    return math.degrees(math.asin(min(1.0, abs(normal @ d) / (np.linalg.norm(normal) * np.linalg.norm(d)))))
+
+
+def run_tree(tree: TreeRig, kind: str, frames: int = FRAMES, mode: str = 'QUATERNION',
+             base: list | None = None) -> dict:
+    """One tree, one solver (default settings), the whole walk: turns, reach, off-hinge, elbow off its
+    pole plane, and (FABRIK) the solve's path and passes at the worst frame. ``mode`` and ``base``: every
+    bone's rotation mode and pose without IK; the world rotations of every frame come back as "poses"."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    if kind == "fabrik":
+        fabrik_addon.register()
+    try:
+        scene = bpy.context.scene
+        points = tree_targets(tree, frames)
+        scene.frame_start, scene.frame_end = 1, frames
+        ob = armature("Tree", tree.bones)
+        names = [b[0] for b in tree.bones]
+        for k, name in enumerate(names):
+            ob.pose.bones[name].rotation_mode = mode
+            if base is not None:
+                set_rotation(ob.pose.bones[name], base[k])
+        targets = []
+        for c, (tip, _, _) in enumerate(tree.chains):
+            targets.append(_empty(f"T.{tip}", points[0, c]))
+            _key_locations(targets[-1], points[:, c])
+        poles = [None if p is None else _empty(f"P.{tip}", p) for tip, _, p in tree.chains]
+        solvers = _add_tree_solver(kind, ob, tree, targets, poles)
+        length = max(_chain_length(tree, tip, count) for tip, count, _ in tree.chains)
+        poses, turns, errors, off_hinge, off_plane, log, previous = [], [], [], 0.0, [], [], None
+        for f in range(1, frames + 1):
+            scene.frame_set(f)
+            ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+            world = np.array(ob.matrix_world)
+            matrices = {n: world @ np.array(ev.pose.bones[n].matrix) for n in names}
+            rotations = np.array([m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0) for m in matrices.values()])
+            poses.append(rotations)
+            for c, (tip, _, pole) in enumerate(tree.chains):
+                tail = np.array(ev.matrix_world @ ev.pose.bones[tip].tail)
+                errors.append(float(np.linalg.norm(tail - points[f - 1, c])))
+                if pole is not None:
+                    upper = ev.pose.bones[tip].parent
+                    off_plane.append(_plane_degrees(np.array(ev.matrix_world @ upper.head), points[f - 1, c],
+                                                    np.array(pole), np.array(ev.matrix_world @ upper.tail)))
+            for name in tree.hinges.keys() | set(tree.planar):
+                q = relative_rotations(ob, [ob.pose.bones[name].parent.name, name])[0]
+                off_hinge = max(off_hinge, off_x(q))
+            if kind == "fabrik":
+                log.append(frame_log(solvers[0]))
+            if previous is not None:
+                turns.append(float(turn_degrees(previous, rotations).max()))
+            previous = rotations
+        steps = np.linalg.norm(np.diff(points, axis=0), axis=2).max()
+        out: dict[str, Any] = {
+            "max_turn_deg": max(turns), "frames_over_5": int(sum(t > POP_DEGREES for t in turns)),
+            "turn_change": turn_change(turns), "max_error": max(errors),
+            "missed": int(sum(e > 1e-3 * length for e in errors)), "tip_frames": len(errors),
+            "off_hinge_deg": off_hinge, "off_plane_deg": max(off_plane, default=0.0),
+            "off_plane_median": float(np.median(off_plane)) if off_plane else 0.0,
+            "step_pct": float(steps / length * 100.0), "poses": poses}
+        if log:
+            out["worst"] = worst_frame(turns, log)
+            out["statuses"] = sorted({entry["status"] for entry in log})
+        return out
+    finally:
+        if kind == "fabrik":
+            fabrik_addon.unregister()
+
+
+TREE_MODES = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
+
+
+def run_tree_modes(tree: TreeRig, kind: str, frames: int = 100) -> dict:
+    """The same pose without IK (a small turn on every bone) stored in each of ``TREE_MODES``: the largest
+    difference of the solved world rotations from the quaternion one."""
+    rng = np.random.default_rng(7)
+    base = []
+    for _ in tree.bones:
+        axis = rng.normal(size=3)
+        base.append(Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3)))
+    reference = run_tree(tree, kind, frames, 'QUATERNION', base)["poses"]
+    worst = 0.0
+    for mode in TREE_MODES[1:]:
+        poses = run_tree(tree, kind, frames, mode, base)["poses"]
+        worst = max(worst, max(float(turn_degrees(a, b).max()) for a, b in zip(reference, poses)))
+    return {"max_deg": worst, "frames": frames}
+
+
 def run() -> dict:
     paths = []
     for rig in RIGS:
@@ -382,15 +655,24 @@ def run() -> dict:
             row[kind] = run_path(rig, kind)
         paths.append(row)
     long_chain = {kind: run_long_chain(kind) for kind in ("blender", "fabrik")}
-    ten = next(r for r in RIGS if r.name == "10-bone")
-    influence = {kind: run_influence(kind, ten) for kind in ("blender", "fabrik")}
+    influence = {rig.name: {kind: run_influence(kind, rig) for kind in ("blender", "fabrik")}
+                 for rig in RIGS if rig.name in INFLUENCE_RIGS}
     modes = []
     for rig in RIGS:
         if rig.cone is None and not rig.hinges and rig.name != "10-bone":
             continue
         modes.append({"rig": rig.name, **{kind: run_rotation_modes(kind, rig) for kind in ("blender", "fabrik")}})
+    trees = []
+    for tree in TREES:
+        row = {"rig": tree.name}
+        for kind in ("blender", "fabrik"):
+            row[kind] = {k: v for k, v in run_tree(tree, kind).items() if k != "poses"}
+        if tree.name.startswith("Y"):
+            row["modes"] = {kind: run_tree_modes(tree, kind) for kind in ("blender", "fabrik")}
+        trees.append(row)
     return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": FRAMES,
-            "paths": paths, "long_chain": long_chain, "influence": influence, "rotation_modes": modes}
+            "paths": paths, "long_chain": long_chain, "influence": influence, "rotation_modes": modes,
+            "trees": trees}
 
 
 def print_table(data: dict) -> None:
@@ -406,13 +688,47 @@ def print_table(data: dict) -> None:
     print(f"50 bones, default settings, {lc['fabrik']['targets']} reachable targets: Blender max distance "
           f"{lc['blender']['max_error']:.3g}; FABRIK {lc['fabrik']['max_error']:.3g}, status "
           f"{', '.join(lc['fabrik']['statuses'])} {'; '.join(lc['fabrik']['messages'])}")
-    inf = data["influence"]
-    print(f"influence 0.5 on 10 bones, distance over the no-IK distance ({inf['fabrik']['frames']} targets): "
-          f"Blender {inf['blender']['ratio_min']:.2f}-{inf['blender']['ratio_max']:.2f} "
-          f"(non-monotone {inf['blender']['nonmonotone_frames']}); FABRIK "
-          f"{inf['fabrik']['ratio_min']:.2f}-{inf['fabrik']['ratio_max']:.2f} "
-          f"(non-monotone {inf['fabrik']['nonmonotone_frames']})")
+    for name, inf in data["influence"].items():
+        print(f"influence 0.5 on '{name}', distance over the no-IK distance ({inf['fabrik']['frames']} targets): "
+              f"Blender {inf['blender']['ratio_min']:.2f}-{inf['blender']['ratio_max']:.2f} "
+              f"(non-monotone {inf['blender']['nonmonotone_frames']}, bone-frames past influence 1 "
+              f"{inf['blender']['bone_frames_past_full']} local / {inf['blender']['bone_frames_past_full_world']} "
+              f"world); FABRIK "
+              f"{inf['fabrik']['ratio_min']:.2f}-{inf['fabrik']['ratio_max']:.2f} "
+              f"(non-monotone {inf['fabrik']['nonmonotone_frames']}, bone-frames past influence 1 "
+              f"{inf['fabrik']['bone_frames_past_full']} local / {inf['fabrik']['bone_frames_past_full_world']} "
+              f"world)")
     for row in data["rotation_modes"]:
         print(f"rotation modes {', '.join(MODES)} on '{row['rig']}': largest world difference from quaternion: "
               f"Blender {row['blender']['max_deg']:.2g} deg / {row['blender']['max_joint']:.2g}, "
               f"FABRIK {row['fabrik']['max_deg']:.2g} deg / {row['fabrik']['max_joint']:.2g}")
+    print_paths_log(data)
+    print_trees(data)
+
+
+def print_paths_log(data: dict) -> None:
+    """Where each FABRIK path turned most: the solve's path and passes on the frames either side."""
+    for row in data["paths"]:
+        w = row["fabrik"].get("worst")
+        if w:
+            print(f"  {row['rig']}: largest turn {w['turn_deg']:.2f} deg into frame {w['frame']} "
+                  f"({w['before']['path']} {w['before']['iterations']} -> {w['after']['iterations']} passes), "
+                  f"turn change {row['fabrik']['turn_change']:.2f} deg/frame^2 (Blender "
+                  f"{row['blender']['turn_change']:.2f}), frames not REACHED {w['not_reached']}")
+
+
+def print_trees(data: dict) -> None:
+    print("trees (targets from the rig's own walk; default settings; Blender's tree IK ignores poles)")
+    print(f"{'tree':26s} {'step %':>6s} | {'Blender turn':>12s} {'>5':>3s} {'miss':>4s} {'off-X':>6s} | "
+          f"{'FABRIK turn':>11s} {'>5':>3s} {'miss':>4s} {'off-X':>6s} {'plane max/med':>13s} worst frame (passes)")
+    for row in data["trees"]:
+        b, f = row["blender"], row["fabrik"]
+        w = f.get("worst", {})
+        trace = f"{w['frame']} ({w['before']['iterations']} -> {w['after']['iterations']})" if w else ""
+        print(f"{row['rig']:26s} {f['step_pct']:6.2f} | {b['max_turn_deg']:12.2f} {b['frames_over_5']:3d} "
+              f"{b['missed']:4d} {b['off_hinge_deg']:6.2f} | {f['max_turn_deg']:11.2f} {f['frames_over_5']:3d} "
+              f"{f['missed']:4d} {f['off_hinge_deg']:6.2f} {f['off_plane_deg']:6.2f}/{f['off_plane_median']:<6.2f} "
+              f"{trace} of {f['tip_frames']} tip-frames; {', '.join(f.get('statuses', []))}")
+        if "modes" in row:
+            print(f"  rotation modes {', '.join(TREE_MODES)}: largest world difference from quaternion: Blender "
+                  f"{row['modes']['blender']['max_deg']:.2g} deg, FABRIK {row['modes']['fabrik']['max_deg']:.2g} deg")

@@ -25,16 +25,15 @@ from ..solver.rotations import (
     matrices_from_two_vectors,
     normalized,
     quaternion_from_matrix,
-    slerp_quaternions,
 )
 from .base_pose import base_rotations, write_near_base
+from .influence import blend_fraction, blend_rotations
 from .inputs import (
     FAR_AWAY,
     ZERO_LENGTH,
     ArmatureFrame,
     _evaluated,
     _in_view_layer,
-    blended_goal,
     check_pose_scale,
     limits_for,
     pose_scale_flags,
@@ -150,7 +149,8 @@ class Group:
     # position in ``parts``), "scale" (its armature's scale)
     moved: np.ndarray = field(init=False)  # solved joints (the pose without IK's past the placed ones)
     ok: np.ndarray = field(init=False)  # (C,) rows with inputs
-    poles: dict[int, tuple] = field(default_factory=dict)  # rows with a pole (blended) -> it, armature space
+    poles: dict[int, tuple] = field(default_factory=dict)  # rows with a pole -> it, armature space
+    blend_targets: dict[int, np.ndarray] = field(default_factory=dict)  # rows at 0 < influence < 1 -> target
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose tip takes the target's matrix
     limits: dict[int, object] = field(default_factory=dict)  # rows with joint limits -> ChainLimits
     limit_frames: dict[int, np.ndarray] = field(default_factory=dict)  # their solved bone frames
@@ -378,9 +378,8 @@ def _gather(group: Group, requests: Requests) -> None:
             if placed < n:  # the tip takes the target's orientation
                 group.frames[c] = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target",
                                                                layer)
-            influence = influences[i]
-            if influence < 1.0 and placed:
-                target, pole = blended_goal(every[c, :placed + 1], target, pole, influence)
+            if 0.0 < influences[i] < 1.0 and placed:  # blended after the solve (.influence)
+                group.blend_targets[c] = np.array(target)
             limits = None
             if plan.limited:
                 limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre[c]],
@@ -438,6 +437,14 @@ def _write(table: Table, group: Group) -> None:
     influence = group.settings["influence"][rows]
     frames = [group.frames.get(c) for c in valid] if group.frames else [None] * len(valid)
     q = _local_rotations(vpre, vparent, table.rel[vidx], turn, heads, frames, table.base[vidx], influence)
+    for v, c in enumerate(valid):
+        target = group.blend_targets.get(c)
+        if target is not None and np.isfinite(q[v]).all():
+            i = vidx[v]
+            end = np.array([0.0, 0.0 if frames[v] is not None else float(table.lengths[i[-1]]), 0.0, 1.0])
+            fraction = blend_fraction(vparent[v], table.rel[i], table.location[i], table.scale[i], table.base[i],
+                                      q[v], end, target, float(influence[v]), _forward_kinematics)
+            q[v] = blend_rotations(table.base[i], q[v], fraction)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
     if not finite.all():  # never write a non-finite value: such chains keep their pose
         for v in np.flatnonzero(~finite):
@@ -523,11 +530,6 @@ def _local_rotations(pre, parent, rel, turn, heads, frames, base, influence) -> 
     local = inverse3(above[..., :3, :3] @ rel[..., :3, :3]) @ ik[..., :3, :3]
     rotation = normalized(local, axis=-2)
     q = quaternion_from_matrix(rotation)
-    # The placed bones reached for the blended target (.inputs.blended_goal); a tip that takes the
-    # target's orientation blends it.
-    partial = (influence < 1.0) & np.array([frame is not None for frame in frames], dtype=bool)
-    if partial.any():
-        q[partial, -1] = slerp_quaternions(base[partial, -1], q[partial, -1], influence[partial])
     off = influence <= 0.0  # exactly the pose without IK, not a solve that reproduces it to rounding
     if off.any():
         q[off] = base[off]

@@ -160,49 +160,13 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
         target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer,
                                                      target_hangs)
     start = joints[:placed + 1]
-    influence = chain.influence
-    if influence < 1.0 and placed:
-        target, pole = blended_goal(start, target, pole, influence)
+    influence = chain.influence  # blends the influence-1 pose with the pose without IK (.influence)
     limits = None
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
     return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
                        chain.iterations, influence)
-
-
-def blended_goal(start, target: Vector, pole: Vector | None, influence: float) -> tuple[Vector, Vector | None]:
-    """Target and pole for a chain at ``influence`` < 1: the whole IK solve aims at the point that
-    fraction of the way from the tip without IK to the target, and bends toward the pole moved that
-    fraction of the way from a point that faces the bend without IK.
-
-    Blending the solved rotations instead (a slerp per bone) put the tip of a 10-bone chain 0.58-0.79
-    of the no-IK distance from the target at influence 0.5, not monotone in influence on 8 of 40
-    targets; this way the distance is ``(1 - influence)`` of it wherever the point is reachable, and
-    influence 0 gives back the pose without IK.
-    """
-    points = [Vector(p) for p in start]
-    goal = points[-1].lerp(target, influence)
-    if pole is None:
-        return goal, None
-    neutral = facing_point(points)
-    return goal, pole if neutral is None else neutral.lerp(pole, influence)
-
-
-def facing_point(points: list[Vector]) -> Vector | None:
-    """A pole position that leaves the pose ``points`` as it is: beside the root-tip midpoint, on the side
-    the interior joints bend to, a chain's length away; None for a straight chain."""
-    root, tip = points[0], points[-1]
-    length = sum((b - a).length for a, b in zip(points, points[1:]))
-    axis = tip - root
-    if len(points) < 3 or axis.length <= 1e-9 * length:
-        return None
-    axis.normalize()
-    bend = sum((p - root for p in points[1:-1]), Vector((0.0, 0.0, 0.0))) / (len(points) - 2)
-    bend -= bend.dot(axis) * axis
-    if bend.length <= 1e-9 * length:
-        return None
-    return root + 0.5 * (tip - root) + bend.normalized() * length
 
 
 # Relative spread of a bone's axis lengths (armature space) still counted as uniform scale.

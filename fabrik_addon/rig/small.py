@@ -24,6 +24,8 @@ from ..solver.fabrik import solve_floats, solve_points
 from ..solver.two_bone import two_bone_points
 from . import roll
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
+from .batch import _forward_kinematics
+from .influence import blend_fraction, blend_rotations
 from .inputs import (
     ZERO_LENGTH,
     ArmatureFrame,
@@ -224,6 +226,27 @@ def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> Ch
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
+def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: list[Quaternion],
+           scales: list[Vector], match: bool) -> tuple[list[Quaternion], list[Vector]]:
+    """The influence-1 rotations (and stretch) blended toward the pose without IK (:mod:`.influence`)."""
+    cache, plan = arm.cache, inputs.plan
+    idx = list(plan.idx)
+    names = plan.bones
+    location = np.array([arm.ev_bones[name].location[:] for name in names])
+    own = np.array([arm.ev_bones[name].scale[:] for name in names]) if pose.scales is None else \
+        np.array([v[:] for v in pose.scales])
+    end = np.array([0.0, 0.0 if match else float(cache.lengths[idx[-1]]), 0.0, 1.0])
+    base = np.array([q[:] for q in pose.base])
+    full = np.array([q[:] for q in rotations])
+    full_scale = np.array([v[:] for v in scales]) if scales else None
+    fraction = blend_fraction(np.array(pose.parent), cache.rel[idx], location, own, base, full, end,
+                              np.array(inputs.target), inputs.influence, _forward_kinematics, full_scale)
+    blended = [Quaternion(q) for q in blend_rotations(base, full, fraction)]
+    if full_scale is None:
+        return blended, scales
+    return blended, [Vector(v) for v in own + fraction * (full_scale - own)]
+
+
 def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult, stretch: float,
            pending: list | None = None) -> None:
     """Turn each bone by its turn (:func:`.roll.chain_turns`: the segment's direction and the
@@ -285,20 +308,18 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
             above = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
-            # The solve already stretched toward the blended target (.inputs.blended_goal); influence 0 is
-            # exactly the scale without IK.
+            # Influence 0 is exactly the scale without IK; below 1 it blends (_blend).
             scales.append(pose.scales[k] if influence <= 0.0 else scale)
         start = pose.base[k]
         if influence <= 0.0:  # exactly the pose without IK, not a solve that reproduces it to rounding
             q = start.copy()
-        elif influence < 1.0 and tip:
-            # The placed bones reached for the blended target (.inputs.blended_goal); the tip that takes
-            # the target's orientation blends it.
-            q = start.slerp(q, influence)
         if q.dot(start) < 0.0:
             q.negate()
         check += sum(q)
         rotations.append(q)
+    if 0.0 < influence < 1.0 and placed and math.isfinite(check):
+        rotations, scales = _blend(arm, inputs, pose, rotations, scales, frame is not None)
+        check = sum(map(sum, rotations))
     if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
     originals, evaluated = arm.bones, arm.ev_bones

@@ -2,21 +2,76 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import numpy as np
 from mathutils import Matrix
 
-from .. import adapter
-from ..solver import ConeLimit, HingeLimit, solve_tree
+from .. import adapter, diagnostics
+from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
+from . import small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
 from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
 from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
 
 
+@dataclass
+class _Tree:
+    """The tree's bones, parents before children, and their pose without IK."""
+
+    names: list[str]
+    index: dict[str, int]
+    data: list  # Bone
+    ev_bones: list  # evaluated PoseBone
+    pose_bones: list  # PoseBone
+    rel: list[np.ndarray]  # rest matrices relative to the parent
+    channels: list[tuple]  # rotation channels without IK
+    base: list  # Quaternion without IK
+    top_parent: np.ndarray  # armature-space matrix of the first bone's parent
+    stretching: set[str]  # bones of stretching chains
+    scales: dict[str, object]  # scale without IK of bones that stretch or stretched until now
+    pre: dict[str, np.ndarray]  # armature-space matrices without IK
+
+
+@dataclass
+class _Goals:
+    """The joints :func:`.solver.solve_tree` moves (bone heads, then effector tails) and what pulls them."""
+
+    joints: list[np.ndarray]
+    parents: list[int]
+    effectors: list[int]
+    targets: list[np.ndarray]
+    target_frames: list[np.ndarray]
+    poles: list[np.ndarray]  # NaN rows for chains without a pole
+    weights: list[float]
+    children: list[list[int]] = field(default_factory=list)
+
+
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
-    """Solve the chains of ``plans`` (which share bones) as one tree and write every bone's rotation."""
-    ob, ev, depsgraph = arm.ob, arm.ev, arm.depsgraph
+    """Solve the chains of ``plans`` (which share bones) as one tree and write every bone's rotation;
+    then each chain's own branch again as a lone chain (:func:`_solve_branches`)."""
     chains = [arm.chains[p.index] for p in plans]
+    tree = _pose_without_ik(arm, chains, plans)
+    goals = _goals(arm, tree, chains, plans)
+    result = _solve(arm, tree, goals, chains, plans)
+    new = _write(arm, tree, goals, result, chains, plans)
+    for i, (chain, plan) in enumerate(zip(chains, plans)):
+        tip = plan.bones[-1]
+        end = new[tip][:3, 3] if chain.match_target_rotation else \
+            (new[tip] @ np.array([0.0, tree.data[tree.index[tip]].length, 0.0, 1.0]))[:3]
+        distance = float(np.linalg.norm(end - goals.targets[i]))
+        # As lone chains say it (diagnostics.solve_status): iterations that ran out while the tree was
+        # still closing in are "did not converge", never "out of reach".
+        status, message = diagnostics.solve_status(distance <= chain.tolerance / arm.scale, result.converged,
+                                                   result.iterations)
+        set_status(chain, status, message, distance * arm.scale, result.iterations)
+    _solve_branches(arm, chains, plans, result.converged, result.iterations)
+
+
+def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> _Tree:
+    """The bones of every chain, parents first, with their pose without IK (checked as chains' are)."""
+    ob, ev = arm.ob, arm.ev
     names: list[str] = []
     for plan in plans:
         names += [b for b in plan.bones if b not in names]
@@ -26,7 +81,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     ev_bones = [ev.pose.bones[n] for n in names]
     pose_bones = [ob.pose.bones[n] for n in names]
     rig_cache = arm.cache
-    rel = [rig_cache.rel[rig_cache.index[n]] for n in names]  # rest matrices relative to the parent
+    rel = [rig_cache.rel[rig_cache.index[n]] for n in names]
     for chain, plan in zip(chains, plans):
         check_references_once(ob, chain, plan)
     channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
@@ -35,123 +90,176 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     # Bones of stretching chains (and bones stretched until now) start from their scale without IK.
     stretching = {n for c, p in zip(chains, plans) if c.use_stretch for n in p.bones}
     scales = {n: base_scale(arm, n) for n in names if n in stretching or rig_cache.index[n] in rig_cache.scaled}
-
     pre: dict[str, np.ndarray] = {}
     for k, bone in enumerate(data):
         above = top_parent if k == 0 else pre[bone.parent.name]
         scale = scales.get(bone.name, ev_bones[k].scale)
         pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], scale)
-
     for plan in plans:
         root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
         check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
                          uniform=not arm.chains[plan.index].use_stretch)
-    joints = [pre[n][:3, 3] for n in names]
-    parents = [-1] + [index[b.parent.name] for b in data[1:]]
-    effectors: list[int] = []
-    targets: list[np.ndarray] = []
-    target_frames: list[np.ndarray] = []
-    poles: list[np.ndarray] = []
-    weights: list[float] = []
+    return _Tree(names, index, data, ev_bones, pose_bones, rel, channels, base, top_parent, stretching, scales, pre)
+
+
+def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]) -> _Goals:
+    """The tree's joints and each chain's effector, target, pole and weight."""
+    index, pre, data, depsgraph = tree.index, tree.pre, tree.data, arm.depsgraph
+    goals = _Goals([pre[n][:3, 3] for n in tree.names], [-1] + [index[b.parent.name] for b in data[1:]],
+                   [], [], [], [], [])
     for chain, plan in zip(chains, plans):
         tip = plan.bones[-1]
         if chain.match_target_rotation:
             effector = index[tip]
         else:
-            joints.append((pre[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3])
-            parents.append(index[tip])
-            effector = len(joints) - 1
-        if effector in effectors:
-            raise ChainError(f"Chains '{chains[effectors.index(effector)].name}' and '{chain.name}' "
+            goals.joints.append((pre[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3])
+            goals.parents.append(index[tip])
+            effector = len(goals.joints) - 1
+        if effector in goals.effectors:
+            raise ChainError(f"Chains '{chains[goals.effectors.index(effector)].name}' and '{chain.name}' "
                              "end at the same point")
-        effectors.append(effector)
+        goals.effectors.append(effector)
         target_world = world_matrix(chain.target, chain.target_bone, depsgraph, "Target")
-        target_frames.append(arm.inv_world @ target_world)
-        targets.append(target_frames[-1][:3, 3])
+        goals.target_frames.append(arm.inv_world @ target_world)
+        goals.targets.append(goals.target_frames[-1][:3, 3])
         if chain.pole is not None:
-            poles.append((arm.inv_world @ world_matrix(chain.pole, chain.pole_bone, depsgraph, "Pole")[:, 3])[:3])
+            pole = world_matrix(chain.pole, chain.pole_bone, depsgraph, "Pole")
+            goals.poles.append((arm.inv_world @ pole[:, 3])[:3])
         else:
-            poles.append(np.full(3, np.nan))
-        weights.append(chain.weight)
+            goals.poles.append(np.full(3, np.nan))
+        goals.weights.append(chain.weight)
+    goals.children = [[] for _ in goals.joints]
+    for j in range(1, len(goals.joints)):
+        goals.children[goals.parents[j]].append(j)
+    return goals
+
+
+def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan]) -> TreeResult:
+    """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies."""
     tolerance = min(c.tolerance for c in chains) / arm.scale
-    children_of: list[list[int]] = [[] for _ in joints]
-    for j in range(1, len(joints)):
-        children_of[parents[j]].append(j)
-    rigid = [k for k in range(len(names)) if len(children_of[k]) >= 2]
-    limits = _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent)
+    rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
+    resolved_again = {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
+    limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents, rigid,
+                          tree.top_parent, resolved_again)
     try:
-        result = solve_tree(np.array(joints), parents, effectors, np.array(targets), weights=weights,
-                            poles=np.array(poles), rigid=rigid, tolerance=tolerance,
-                            max_iterations=max(c.iterations for c in chains), **limits,
-                            softness=[c.softness for c in chains], use_stretch=[c.use_stretch for c in chains],
-                            max_stretch=[c.max_stretch for c in chains])
+        return solve_tree(np.array(goals.joints), goals.parents, goals.effectors, np.array(goals.targets),
+                          weights=goals.weights, poles=np.array(goals.poles), rigid=rigid, tolerance=tolerance,
+                          max_iterations=max(c.iterations for c in chains), **limits,
+                          softness=[c.softness for c in chains], use_stretch=[c.use_stretch for c in chains],
+                          max_stretch=[c.max_stretch for c in chains])
     except ValueError as exc:
         raise ChainError(str(exc)) from exc
-    solved = result.joints
 
+
+def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
+           plans: list[ChainPlan]) -> dict[str, np.ndarray]:
+    """Turn every bone onto the solved joints, parents first, blend by influence and write it; returns
+    the new armature-space matrices."""
+    solved, children_of, pre, scales = result.joints, goals.children, tree.pre, tree.scales
     # Pull of each joint's subtree, to weigh a branching bone's best-fit rotation.
-    pull = np.zeros(len(joints))
-    for effector, weight in zip(effectors, weights):
+    pull = np.zeros(len(goals.joints))
+    for effector, weight in zip(goals.effectors, goals.weights):
         j = effector
         while j >= 0:
             pull[j] += max(weight, 1e-6)
-            j = parents[j]
-    influence = {n: np.mean([c.influence for c, p in zip(chains, plans) if n in p.bones]) for n in names}
-    matching = {p.bones[-1]: target_frames[i] for i, (c, p) in enumerate(zip(chains, plans))
+            j = goals.parents[j]
+    influence = {n: np.mean([c.influence for c, p in zip(chains, plans) if n in p.bones]) for n in tree.names}
+    matching = {p.bones[-1]: goals.target_frames[i] for i, (c, p) in enumerate(zip(chains, plans))
                 if c.match_target_rotation}
-
     new: dict[str, np.ndarray] = {}
     turns: dict[str, np.ndarray] = {}  # each bone's world turn from its pose without IK
-    for k, name in enumerate(names):
-        above = top_parent if k == 0 else new[data[k].parent.name]
-        eb = ev_bones[k]
-        head = (above @ rel[k] @ np.array([*eb.location, 1.0]))[:3]
+    for k, name in enumerate(tree.names):
+        parent = tree.data[k].parent
+        above = tree.top_parent if k == 0 else new[parent.name]
+        eb, rel = tree.ev_bones[k], tree.rel[k]
+        head = (above @ rel @ np.array([*eb.location, 1.0]))[:3]
         m = pre[name].copy()
         m[:3, 3] = head
-        turn = np.eye(3) if k == 0 or data[k].parent.name not in turns else turns[data[k].parent.name]
+        turn = np.eye(3) if k == 0 or parent.name not in turns else turns[parent.name]
         if name in matching:
             m[:3, :3] = unit_columns(matching[name]) * np.linalg.norm(pre[name][:3, :3], axis=0)
         elif children_of[k]:
-            before = np.array([joints[j] - pre[name][:3, 3] for j in children_of[k]])
+            before = np.array([goals.joints[j] - pre[name][:3, 3] for j in children_of[k]])
             after = np.array([solved[j] - head for j in children_of[k]])
             turn = _best_turn(before, after, pull[children_of[k]], turn)
             m[:3, :3] = turn @ pre[name][:3, :3]
         turns[name] = turn
         scale = scales.get(name, eb.scale)
-        if name in stretching:
+        if name in tree.stretching:
             # A bone's own factor is that of the segment it spans (bones with several children never grow).
             grow = float(result.bone_stretch[children_of[k][0]]) if len(children_of[k]) == 1 else 1.0
-            q, wanted = stretched_local(Matrix((above @ rel[k]).tolist()), Matrix(unit_columns(m).tolist()),
+            q, wanted = stretched_local(Matrix((above @ rel).tolist()), Matrix(unit_columns(m).tolist()),
                                         Matrix(pre[name].tolist()), scales[name], grow)
             scale = wanted if influence[name] >= 1.0 else scales[name] + (wanted - scales[name]) * influence[name]
         else:
-            q = adapter.rotation_of(np.linalg.inv(above @ rel[k]) @ m)
+            q = adapter.rotation_of(np.linalg.inv(above @ rel) @ m)
         if influence[name] < 1.0:
-            q = base[k].slerp(q, influence[name])
-        adapter.write_rotation(pose_bones[k], q, channels[k])
-        if name in stretching:
-            pose_bones[k].scale = scale
+            q = tree.base[k].slerp(q, influence[name])
+        adapter.write_rotation(tree.pose_bones[k], q, tree.channels[k])
+        if name in tree.stretching:
+            tree.pose_bones[k].scale = scale
         elif name in scales:  # stretch just switched off (keyed): back to the scale without IK
-            restore_scale(pose_bones[k])
-        new[name] = above @ rel[k] @ adapter.basis_matrix(eb.location, q, scale)
+            restore_scale(tree.pose_bones[k])
+        new[name] = above @ rel @ adapter.basis_matrix(eb.location, q, scale)
         arm.new_matrices[name] = new[name]
-
-    for i, (chain, plan) in enumerate(zip(chains, plans)):
-        tip = plan.bones[-1]
-        end = new[tip][:3, 3] if chain.match_target_rotation else \
-            (new[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3]
-        distance = float(np.linalg.norm(end - targets[i]))
-        set_status(chain, 'REACHED' if distance <= chain.tolerance / arm.scale else 'UNREACHABLE', "",
-                   distance * arm.scale, result.iterations)
+    return new
 
 
-def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:
+def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], converged: bool,
+                    iterations: int) -> None:
+    """Each chain's own bones below the ones it shares, solved again as a lone chain (:mod:`.small`) from
+    where the tree put the bone above them: a pole rolls the branch, hinges turn about X in their plane
+    and the curled start makes the branch a function of its target, as on a lone chain.
+
+    The tree's passes decide the shared bones; their branch poses depended on the pass count (a torso's
+    forearm turned 63 degrees in a frame, 29 degrees off its hinge), and their poles rolled the shared
+    bone above the branch with it (elbows 27 degrees off the plane of shoulder, target and pole).
+    """
+    rig_cache = arm.cache
+    for chain, plan in zip(chains, plans):
+        last = len(plan.bones) - len(_branch(plan, plans))
+        if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans):
+            continue
+        last -= 1
+        idx = plan.idx[last + 1:]
+        branch = ChainPlan(plan.index, plan.bones[last + 1:], plan.depth + last + 1, idx=idx,
+                           parent=int(rig_cache.parents[idx[0]]), limited=bool(rig_cache.limited[idx].any()),
+                           references_checked=plan.references_checked,
+                           scale_free=[k - last - 1 for k in plan.scale_free if k > last],
+                           match_rotation=plan.match_rotation)
+        small.solve(arm, [(chain, branch)])
+        entry = diagnostics.of(chain)
+        if entry.status == 'UNREACHABLE' and not converged:
+            status, message = diagnostics.solve_status(False, False, iterations)
+            set_status(chain, status, message, entry.error, iterations)
+
+
+def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:
+    """Whether :func:`_solve_branches` solves the chain's branch again: where it has a pole or a joint
+    limit, which the tree's passes cannot honour as a lone chain does; not when it pulls nothing, nor
+    when soft IK or stretch shape it, which the tree measures from the tree's root, a lone chain from
+    its own. (Free branches keep the tree's pose: solved again, a Y's nearly straight branches near
+    full reach took 0.54 degrees of difference between rotation modes from the lone chains' curl.)"""
+    if chain.weight <= 0.0 or chain.softness or chain.use_stretch:
+        return False
+    bones = _branch(plan, plans)
+    return chain.pole is not None or bool(arm.cache.limited[[arm.cache.index[b] for b in bones]].any())
+
+
+def _branch(plan: ChainPlan, plans: list[ChainPlan]) -> list[str]:
+    """The bones of ``plan`` below the last one it shares with another chain of the tree."""
+    shared = {b for p in plans if p is not plan for b in p.bones}
+    last = max((k for k, b in enumerate(plan.bones) if b in shared), default=-1)
+    return plan.bones[last + 1:]
+
+
+def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent, branches: set[str] = frozenset()) -> dict:
     """Keyword arguments giving :func:`solve_tree` the bones' joint limits, or nothing when none is set.
 
     The limit of bone ``names[k]`` applies to its segment, the edge out of its head joint ``k``; it is
     measured in its parent bone's segment frame, turned by its rest offset, as for chains.
     """
-    if not any(ob.pose.bones[name].fabrik_limit.mode != 'NONE' for name in names):
+    if not any(ob.pose.bones[name].fabrik_limit.mode != 'NONE' for name in names if name not in branches):
         return {}
     for k in rigid:
         if ob.pose.bones[names[k]].fabrik_limit.mode != 'NONE':
@@ -166,7 +274,9 @@ def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> di
     for j in range(1, count):
         k = parents[j]  # the bone whose segment ends at joint j
         limit = ob.pose.bones[names[k]].fabrik_limit
-        if limit.mode == 'CONE':
+        if names[k] in branches:  # solved again as a lone chain, with its limits (_solve_branches)
+            pass
+        elif limit.mode == 'CONE':
             limit_of[j] = ConeLimit(limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down)
         elif limit.mode == 'HINGE':
             if limit.hinge_min > limit.hinge_max:
@@ -184,6 +294,11 @@ def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> di
     return {"limits": limit_of, "frames": frames, "rest_offsets": offsets, "base_frame": unit_columns(top_parent)}
 
 
+# Children offsets this close to parallel (sine of the angle) count as one direction: float32 rest data
+# puts coincident heads ~1e-7 apart.
+PARALLEL = 1e-5
+
+
 def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray, parent_turn: np.ndarray) -> np.ndarray:
     """Rotation taking the ``before`` offsets onto the ``after`` offsets: exact for one, best fit for more.
 
@@ -193,6 +308,12 @@ def _best_turn(before: np.ndarray, after: np.ndarray, weights: np.ndarray, paren
     """
     a = before / np.linalg.norm(before, axis=1)[:, None]
     b = after / np.linalg.norm(after, axis=1)[:, None]
+    if len(a) > 1 and np.abs(np.cross(a[0], a[1:])).max() <= PARALLEL and (a[1:] @ a[0]).min() > 0.0:
+        # Children in one direction (branches starting at one point): their offsets fix no roll, which
+        # a best fit would take from float noise (180-degree flips between frames and rotation modes).
+        # The bone turns as with one child, toward their weighted mean.
+        mean = (b * weights[:, None]).sum(axis=0)
+        a, b = a[:1], mean[None] / np.linalg.norm(mean)
     if len(a) == 1:
         carried = parent_turn @ a[0]
         return matrix_from_two_vectors(carried / np.linalg.norm(carried), b[0]) @ parent_turn

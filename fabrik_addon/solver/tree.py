@@ -53,6 +53,9 @@ class TreeResult:
         Factor each effector's own branch was scaled by (ones without ``use_stretch``).
     bone_stretch : ndarray, shape (J,)
         Factor of the bone ending at each joint (entry 0 unused, ones where nothing stretched).
+    converged : bool
+        The solve settled, as :attr:`.SolveResult.converged`: every scored effector reached, or the
+        passes stopped bringing them closer; False when the iterations ran out while still closing in.
     """
 
     joints: np.ndarray
@@ -61,6 +64,7 @@ class TreeResult:
     reached: np.ndarray
     stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
     bone_stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
+    converged: bool = True
 
     def __post_init__(self) -> None:
         if self.stretch is None:
@@ -178,8 +182,8 @@ def solve_tree(
     grow &= weight > 0.0
     if soft.any():
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
-    out, errors, iterations = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set, resolved,
-                                              tolerance, int(max_iterations), min_improvement)
+    out, errors, iterations, settled = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set,
+                                                       resolved, tolerance, int(max_iterations), min_improvement)
     if grow.any():
         # Stretch: each stretching branch is grown as a chain from where the first solve put its root,
         # then the tree is solved again from that pose (the other branches barely move).
@@ -187,34 +191,35 @@ def solve_tree(
         grown, tgt, stretch, bone_stretch = stretch_branches(out, parent, lengths, branches, given, tgt, soft, grow,
                                                              cap)
         lengths = lengths * bone_stretch
-        out, errors, used = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
-                                            resolved, tolerance, int(max_iterations), min_improvement)
+        out, errors, used, settled = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
+                                                     resolved, tolerance, int(max_iterations), min_improvement)
         iterations += used
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
-    if stretch is None or bone_stretch is None:
-        return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance)
-    return TreeResult(out[:, :dim], errors, iterations, errors <= tolerance, stretch, bone_stretch)
+    reached = errors <= tolerance
+    settled = settled or bool(reached[weight > 0.0].all())
+    return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled)  # type: ignore[arg-type]
 
 
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
-    out, errors, iterations = _run(pts, *args)
+    out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
     if limits is not None and not (errors[scored] <= tolerance).all():
         # As for chains, limited FABRIK can settle short depending on where it starts: start again
         # from the tree turned to aim at the targets, rolled a quarter turn at a time, keep the best.
         for start in _aimed_starts(pts, effector, tgt):
-            again, again_errors, used = _run(start, *args)
+            again, again_errors, used, again_settled = _run(start, *args)
             iterations += used
             if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
-                out, errors = again, again_errors
+                out, errors, settled = again, again_errors, again_settled
             if (errors[scored] <= tolerance).all():
                 break
-    return out, errors, iterations
+    return out, errors, iterations, settled
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:
@@ -248,7 +253,9 @@ def _check_parents(parents: object, count: int) -> np.ndarray:
 
 def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
          weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], limits: TreeLimits | None,
-         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int]:
+         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """FABRIK passes over the tree from ``pts``: the best pose, its errors, the passes run and whether the
+    passes stopped by reaching or stalling (False: all ``max_iterations`` used while still closing in)."""
     count = len(pts)
     children: list[list[int]] = [[] for _ in range(count)]
     for j in range(1, count):
@@ -262,7 +269,7 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
             j = int(parent[j])
     active = [bool(p > 0.0) for p in pull]
     target_of = {int(e): (float(t[0]), float(t[1]), float(t[2])) for e, t, w in zip(effector, tgt, weight) if w > 0}
-    branches = _pole_branches(parent, children, effector, pole)
+    branches = _pole_branches(parent, children, effector, pole, rigid)
     scored = [k for k in range(len(effector)) if weight[k] > 0.0]
     total = float(lengths.sum())
     tiny = EPS * total
@@ -287,12 +294,13 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
     errors = errors_now()
     error = float(errors[scored].max()) if scored else 0.0
     if error <= tolerance and pole is None:
-        return pts, errors, 0
+        return pts, errors, 0, True
     best: tuple | None = None
     best_error = math.inf
     previous = error
     stalled = 0
     iterations = 0
+    settled = False
     for iterations in range(1, max_iterations + 1):  # noqa: B007 (the count is returned)
         # Tip to root, children before parents: effectors on their targets, every other pulling
         # joint at the weighted centroid of the positions its pulling children propose.
@@ -346,10 +354,11 @@ def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.
             best_error, best = error, (xs[:], ys[:], zs[:], errors)
         stalled = stalled + 1 if previous - error < min_improvement * previous else 0
         if error <= tolerance or stalled >= STALL_PATIENCE:
+            settled = True
             break
         previous = error
     assert best is not None
-    return np.array(best[:3]).T, best[3], iterations
+    return np.array(best[:3]).T, best[3], iterations, settled
 
 
 def _turn_branches(branches: list, pole: np.ndarray | None, xs: list[float], ys: list[float], zs: list[float],
@@ -455,13 +464,25 @@ def _frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:
     return arr
 
 
+# A rigid body's children offsets this close to parallel (sine of the angle) count as one direction.
+PARALLEL = 1e-5
+
+
 def _place_rigid(p: int, body: tuple, xs: list[float], ys: list[float], zs: list[float]) -> np.ndarray:
     """Place the children of joint ``p`` as one rigid body: their start offsets turned by the rotation
     that best carries them toward where the children are now (weighted Kabsch); returns that rotation."""
     kids, offsets, weights = body
     now = np.array([[xs[c] - xs[p], ys[c] - ys[p], zs[c] - zs[p]] for c in kids])
-    u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
-    turn = vt.T @ np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))]) @ u.T
+    unit = offsets / np.linalg.norm(offsets, axis=1)[:, None]
+    if np.abs(np.cross(unit[0], unit[1:])).max() <= PARALLEL and (unit[1:] @ unit[0]).min() > 0.0:
+        # Children in one direction (branches from one point) fix no roll, which a best fit would take
+        # from float noise: the least turn onto their weighted mean direction instead.
+        mean = (now * weights[:, None]).sum(axis=0)
+        norm = float(np.linalg.norm(mean))
+        turn = matrix_from_two_vectors(unit[0], mean / norm) if norm > 0.0 else np.eye(3)
+    else:
+        u, _, vt = np.linalg.svd((offsets * weights[:, None]).T @ now)
+        turn = vt.T @ np.diag([1.0, 1.0, np.sign(np.linalg.det(vt.T @ u.T))]) @ u.T
     placed = offsets @ turn.T
     for k, c in enumerate(kids):
         xs[c], ys[c], zs[c] = xs[p] + float(placed[k, 0]), ys[p] + float(placed[k, 1]), zs[p] + float(placed[k, 2])
@@ -480,8 +501,12 @@ def _toward(ax: float, ay: float, az: float, bx: float, by: float, bz: float, le
 
 
 def _pole_branches(parent: np.ndarray, children: list[list[int]], effector: np.ndarray,
-                   pole: np.ndarray | None) -> list[tuple[list[int], int]]:
-    """For each effector with a pole: its joints up to the nearest sub-base or the root, root first."""
+                   pole: np.ndarray | None, rigid: set[int]) -> list[tuple[list[int], int]]:
+    """For each effector with a pole: its joints up to the nearest sub-base or the root, root first.
+
+    Below a rigid sub-base the branch starts at the sub-base's child: the body's children move together,
+    so rolling one about the sub-base moved a torso's shoulder off it (elbows 27 degrees off the plane
+    of shoulder, target and pole; 690 of 800 tip-frames short)."""
     if pole is None:
         return []
     out = []
@@ -493,7 +518,8 @@ def _pole_branches(parent: np.ndarray, children: list[list[int]], effector: np.n
         while j > 0 and len(children[j]) == 1:
             path.append(j)
             j = int(parent[j])
-        path.append(j)
+        if j not in rigid:
+            path.append(j)
         if len(path) >= 3:
             out.append((path[::-1], k))
     return out

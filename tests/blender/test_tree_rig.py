@@ -116,3 +116,37 @@ def test_a_chain_below_another_chain_starts_from_the_pose_just_written():
         assert np.linalg.norm(world_tail(ob, "fore") - np.array(point)) < 1e-3
     # The shoulder, moved by nobody, stays attached: its head is where the spine's tip now is.
     assert np.linalg.norm(world_head(ob, "shoulder") - world_tail(ob, "spine1")) < 1e-5
+
+
+def test_a_tree_out_of_iterations_says_it_did_not_converge_as_a_lone_chain_does():
+    """Hands from the rig's own pose (reachable) and one pass: "did not converge", never "out of reach";
+    with iterations raised, reached (or still "did not converge")."""
+    rng = np.random.default_rng(23)
+    cut = reached = 0
+    for _ in range(4):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        ob = torso()
+        left_point, right_point = reachable_hands(ob, rng)
+        left = add_chain(ob, "fore.L", 4, empty("L", left_point), tolerance=1e-4, iterations=1)
+        right = add_chain(ob, "fore.R", 4, empty("R", right_point), tolerance=1e-4, iterations=1)
+        bpy.context.view_layer.update()
+        for chain in (left, right):
+            assert chain.status != 'UNREACHABLE', chain.message
+            if chain.status != 'REACHED':
+                assert chain.status == 'NOT_CONVERGED'
+                assert chain.message == "Did not converge in 1 iterations; raise Iterations"
+                cut += 1
+        left.iterations = right.iterations = 300
+        bpy.context.view_layer.update()
+        assert {left.status, right.status} <= {'REACHED', 'NOT_CONVERGED'}, (left.message, right.message)
+        reached += left.status == right.status == 'REACHED'
+    assert cut >= 4 and reached >= 3
+
+
+def test_a_tree_with_a_target_out_of_reach_says_so():
+    ob = torso()
+    add_chain(ob, "fore.L", 4, empty("L", (0.5, 0.0, 1.0)))
+    far = add_chain(ob, "fore.R", 4, empty("R", (-30.0, 0.0, 1.0)))
+    bpy.context.view_layer.update()
+    assert far.group == "fore.L"
+    assert far.status == 'UNREACHABLE' and far.message == "Out of reach"

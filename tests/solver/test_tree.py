@@ -180,3 +180,33 @@ def test_bad_trees_raise_value_error(kwargs, message):
     args.update(kwargs)
     with pytest.raises(ValueError, match=message):
         solve_tree(args.pop("joints"), args.pop("parents"), args.pop("effectors"), args.pop("targets"), **args)
+
+
+@pytest.mark.parametrize("make", [random_y_tree, torso])
+def test_a_tree_cut_short_by_its_iterations_says_it_did_not_converge(make):
+    """Reachable targets (forward kinematics of the tree itself) with one pass allowed: the solve is
+    still closing in, so it has not converged; with enough passes it reaches and has converged."""
+    rng = np.random.default_rng(23)
+    cut = 0
+    for _ in range(30):
+        joints, parents, effectors = make(rng)
+        targets = random_pose(rng, joints, parents)[effectors]
+        tolerance = 1e-6 * lengths(joints, parents).sum()
+        short = solve_tree(joints, parents, effectors, targets, tolerance=tolerance, max_iterations=1)
+        if not short.reached.all():
+            assert not short.converged
+            assert short.iterations == 1
+            cut += 1
+        full = solve_tree(joints, parents, effectors, targets, tolerance=tolerance, max_iterations=500)
+        assert full.converged == (full.reached.all() or full.iterations < 500)
+    assert cut >= 25
+
+
+def test_a_tree_that_stalls_short_of_an_unreachable_target_has_converged():
+    """Out of reach: the passes stop bringing the effectors closer, which is settling, not running out."""
+    rng = np.random.default_rng(5)
+    joints, parents, effectors = random_y_tree(rng)
+    far = joints[effectors] + 100.0 * lengths(joints, parents).sum()
+    result = solve_tree(joints, parents, effectors, far, tolerance=1e-6, max_iterations=500)
+    assert not result.reached.any()
+    assert result.converged and result.iterations < 500

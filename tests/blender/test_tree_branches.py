@@ -1,0 +1,188 @@
+"""Trees (issue 23): each chain's own branch below the shared bones (with a pole or a limit) is solved as
+a lone chain, so poles and hinges act on tree branches as on lone chains, and a fork whose branches
+start at one point keeps a determined roll. Targets come from the rig's own forward-kinematics walk, so
+all are reachable."""
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Quaternion
+from rigs import armature, empty, off_x, relative_rotations, set_rotation, world_head, world_tail
+
+FRAMES = 200
+HINGE = (math.radians(-150.0), math.radians(150.0))
+
+
+def torso():
+    """A spine of two bones carrying two 2-bone arms, each arm bent about its bones' local X (world Y)."""
+    return armature("Torso", [
+        ("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False), ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
+        ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.05), "spine1", False),
+        ("fore.L", (0.7, 0, 1.05), (1.2, 0, 1.1), "upper.L", True),
+        ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.05), "spine1", False),
+        ("fore.R", (-0.7, 0, 1.05), (-1.2, 0, 1.1), "upper.R", True)])
+
+
+def creature(gap: float):
+    """A trunk whose two 2-bone branches start ``gap`` apart at its tail (0: at one point), bent enough
+    that the walk keeps their targets inside full reach (the edge of reach is another matter)."""
+    return armature("Y", [
+        ("trunk", (0, 0, 0.0), (0, 0, 1.0), None, False),
+        ("a.L", (gap / 2, 0, 1.0), (0.45, 0.25, 1.5), "trunk", gap == 0.0),
+        ("b.L", (0.45, 0.25, 1.5), (0.9, 0, 2.0), "a.L", True),
+        ("a.R", (-gap / 2, 0, 1.0), (-0.45, 0.25, 1.5), "trunk", gap == 0.0),
+        ("b.R", (-0.45, 0.25, 1.5), (-0.9, 0, 2.0), "a.R", True)])
+
+
+def walk(ob, frames: int, planar: tuple[str, ...], seed: int = 23, swing: float = 0.27, base=None):
+    """Per frame, the rig's own tip positions (``(frames, 2, 3)``) under a smooth closed walk of every bone
+    (bones in ``planar`` bend about local X alone, from a 0.6 rad bend), on top of the rotations ``base``
+    (one per bone, default none); the pose is reset afterwards."""
+    rng = np.random.default_rng(seed)
+    names = [pb.name for pb in ob.pose.bones]
+    axes = {n: np.array([1.0, 0.0, 0.0]) if n in planar else rng.normal(size=3) for n in names}
+    phases = {n: rng.uniform(0.0, 2.0 * math.pi) for n in names}
+    tips = [n for n in names if not ob.pose.bones[n].children]
+    out = []
+    for f in range(frames):
+        t = 2.0 * math.pi * f / frames
+        for k, n in enumerate(names):
+            bend = 0.6 if n in planar else 0.0
+            q = Quaternion(axes[n] / np.linalg.norm(axes[n]), bend + swing * math.sin(t + phases[n]))
+            ob.pose.bones[n].rotation_quaternion = q if base is None else base[k] @ q
+        bpy.context.view_layer.update()
+        out.append([world_tail(ob, tip) for tip in tips])
+    for n in names:
+        ob.pose.bones[n].rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
+    bpy.context.view_layer.update()
+    return tips, np.array(out)
+
+
+def add_default_chain(ob, tip: str, count: int, target, pole=None):
+    """A chain at the add-on's default settings (tolerance 0.001, 30 iterations)."""
+    chain = ob.fabrik.chains.add()
+    chain.name = chain.tip_bone = tip
+    chain.chain_length = count
+    chain.target, chain.pole = target, pole
+    return chain
+
+
+def world_rotations(ob) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    out = []
+    for pb in ev.pose.bones:
+        m = np.array(ob.matrix_world @ pb.matrix)[:3, :3]
+        out.append(m / np.linalg.norm(m, axis=0))
+    return np.array(out)
+
+
+def largest_turn(a: np.ndarray, b: np.ndarray) -> float:
+    rel = np.swapaxes(a, 1, 2) @ b
+    return float(np.degrees(np.arccos(np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0))).max())
+
+
+def plane_degrees(root, target, pole, elbow) -> float:
+    normal = np.cross(target - root, pole - root)
+    d = elbow - root
+    return math.degrees(math.asin(min(1.0, abs(normal @ d) / (np.linalg.norm(normal) * np.linalg.norm(d)))))
+
+
+def torso_rig(hinges: bool, poles: bool):
+    ob = torso()
+    tips, points = walk(ob, FRAMES, ("fore.L", "fore.R"))
+    if hinges:
+        for name in ("fore.L", "fore.R"):
+            limit = ob.pose.bones[name].fabrik_limit
+            limit.mode, (limit.hinge_min, limit.hinge_max) = 'HINGE', HINGE
+    chains, pole_points = [], []
+    for c, tip in enumerate(tips):
+        side = 1.0 if tip.endswith("L") else -1.0
+        pole_points.append(np.array([0.7 * side, 0.0, 0.1]))
+        pole = empty(f"P.{tip}", tuple(pole_points[-1])) if poles else None
+        chains.append(add_default_chain(ob, tip, 4, empty(f"T.{tip}", tuple(points[0, c])), pole))
+    return ob, chains, points, pole_points
+
+
+@pytest.mark.parametrize(("hinges", "poles"), [(True, False), (False, True), (True, True)],
+                         ids=["hinges", "poles", "poles and hinges"])
+def test_torso_branches_reach_smoothly_with_hinges_and_poles_as_lone_chains(hinges, poles):
+    """Every frame reached at default settings; no bone turns 5 degrees in a frame; a hinged forearm
+    turns about its local X alone (<= 0.1 degree off); an elbow with a pole lies within 1 degree of the
+    plane through its shoulder, its target and its pole. Before: 63 degrees in a frame and 29 off the
+    hinge; elbows 27 degrees off their pole's plane and most tip-frames short."""
+    ob, chains, points, pole_points = torso_rig(hinges, poles)
+    previous, worst_turn, worst_hinge, worst_plane = None, 0.0, 0.0, 0.0
+    for f in range(FRAMES):
+        for chain, point in zip(chains, points[f]):
+            chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        for chain, point, pole in zip(chains, points[f], pole_points):
+            assert chain.status == 'REACHED', (f, chain.message)
+            assert np.linalg.norm(world_tail(ob, chain.tip_bone) - point) <= 1e-3
+            upper = chain.tip_bone.replace("fore", "upper")
+            if hinges:
+                worst_hinge = max(worst_hinge, off_x(relative_rotations(ob, [upper, chain.tip_bone])[0]))
+            if poles:
+                worst_plane = max(worst_plane, plane_degrees(world_head(ob, upper), point, pole,
+                                                             world_tail(ob, upper)))
+        rotations = world_rotations(ob)
+        if previous is not None:
+            worst_turn = max(worst_turn, largest_turn(previous, rotations))
+        previous = rotations
+    assert worst_turn < 5.0
+    assert worst_hinge <= 0.1
+    assert worst_plane <= 1.0
+
+
+def test_a_torso_pose_depends_only_on_the_frame_inputs():
+    """The same walk frames visited in another order give the same pose."""
+    ob, chains, points, _ = torso_rig(True, True)
+    poses = {}
+    for f in list(range(0, FRAMES, 7)) + list(range(FRAMES - 1, -1, -9)):
+        for chain, point in zip(chains, points[f]):
+            chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        if f in poses:
+            np.testing.assert_allclose(world_rotations(ob), poses[f], atol=1e-6)
+        poses[f] = world_rotations(ob)
+
+
+MODES = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
+
+
+def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode():
+    """The trunk's roll, which branches starting at one point do not fix, follows the pose without IK:
+    no bone turns 5 degrees between frames, and the same pose without IK stored in four rotation modes
+    gives the same world pose. Before: 180-degree flips between frames and between modes."""
+    rng = np.random.default_rng(4)
+    base = [Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3)) for axis in rng.normal(size=(5, 3))]
+    rigs = []
+    for k, mode in enumerate(MODES):
+        ob = creature(0.0)
+        ob.name = f"Y.{mode}"
+        if not k:  # the walk on top of the pose without IK
+            tips, points = walk(ob, FRAMES, (), base=base)
+        for pb, q in zip(ob.pose.bones, base):
+            pb.rotation_mode = mode
+            set_rotation(pb, q)
+        chains = [add_default_chain(ob, tip, 3, empty(f"T.{tip}.{mode}", tuple(points[0, c])))
+                  for c, tip in enumerate(tips)]
+        for chain in chains:
+            chain.iterations = 200
+        rigs.append((ob, chains))
+    previous = None
+    for f in range(FRAMES):
+        for _, chains in rigs:
+            for chain, point in zip(chains, points[f]):
+                chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        reference = world_rotations(rigs[0][0])
+        for ob, _ in rigs[1:]:
+            # (not yet the 1e-4 of lone chains: the shared bones come from tree passes that stop short
+            # of converging at slightly different places; the roll flips gave differences of order 1)
+            assert np.abs(world_rotations(ob) - reference).max() <= 1e-2, (f, ob.name)
+        if previous is not None:
+            assert largest_turn(previous, reference) < 5.0, f
+        previous = reference
