@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import adapter, cache, diagnostics
+from . import renames
 
 
 class ChainError(Exception):
@@ -62,7 +63,7 @@ def chain_bones(ob, chain) -> list[str]:
     """Bone names of ``chain`` from its root to its tip; raises :class:`ChainError` when impossible."""
     if not chain.tip_bone:
         raise ChainError("Pick a tip bone")
-    bone = ob.data.bones.get(chain.tip_bone)
+    bone = renames.resolve(chain, "tip_bone", ob.data)  # renamed since: the stored name follows
     if bone is None:
         raise ChainError(f"Tip bone '{chain.tip_bone}' not found in '{ob.data.name}'")
     names = [bone.name]
@@ -380,7 +381,8 @@ def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: 
             raise ChainError(f"Pick a {label.lower()} object")
         return
     if target.type == 'ARMATURE' and bone_name:
-        bone = target.data.bones.get(bone_name)
+        bone = renames.resolve(chain, f"{label.lower()}_bone", target.data)  # renamed since: followed
+        bone_name = chain.target_bone if label == "Target" else chain.pole_bone
         if bone is None:
             raise ChainError(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
         if target == ob:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from .. import cache, diagnostics
-from . import batch, small, tree
+from . import batch, inputs, renames, small, tree
 from .base_pose import release
 from .inputs import ArmatureFrame, armature_frame
 from .plan import ChainError, set_status
@@ -33,6 +33,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
     """
     frames: list[ArmatureFrame] = []
     stale: list = []
+    if retry:
+        inputs.missed.clear()
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for k, ob in enumerate(obs):
         # indexed per chain below: a list is cheaper than the collection
@@ -88,6 +90,10 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
     for ob in stale:
         cache.drop(ob)
         solve_armatures([ob], depsgraph, retry=False)
+    if inputs.missed and retry:  # a target's or pole's bone not found: renamed, perhaps
+        followed = [ob for ob in obs if any([renames.follow(chain) for chain in ob.fabrik.chains])]
+        if followed:
+            solve_armatures(followed, depsgraph, retry=False)
 
 
 # Statuses of a chain whose bones FABRIK IK posed at its last solve.
