@@ -233,8 +233,11 @@ class FabrikChain(bpy.types.PropertyGroup):
         override=OVERRIDABLE,
     )
     tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Tolerance", description="Stop once the tip is this close to the target (scene units)",
-        min=0.0, default=0.001, precision=4, subtype='DISTANCE', update=_changed,
+        name="Tolerance",
+        description="Stop once the tip is within this fraction of the chain's length of the target (0.001: a "
+                    "thousandth of it, for chains of any size). Earlier builds read it as a distance in scene units; "
+                    "a value saved by them now means that fraction: the same for a chain 1 unit long",
+        min=0.0, max=1.0, default=0.001, precision=5, step=0.01, update=_changed,
         override=OVERRIDABLE,
     )
     match_target_rotation: BoolProperty(  # type: ignore[valid-type]

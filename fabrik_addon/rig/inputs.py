@@ -176,7 +176,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
-    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
+    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance * plan.length,
                        chain.iterations, influence)
 
 

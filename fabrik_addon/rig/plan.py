@@ -29,6 +29,7 @@ class ChainPlan:
     idx: list[int] = field(default_factory=list)  # bone indices in the cache
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
+    length: float = 0.0  # the bones' rest lengths summed (armature space): the tolerance is a fraction of it
     references_checked: bool = False  # target and pole passed check_references under these settings
     # Positions in ``bones`` of bones that ignore their parent's scale: solved only while it is 1.
     scale_free: list[int] = field(default_factory=list)
@@ -107,6 +108,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
             plan.idx = [rig_cache.index[name] for name in plan.bones]
             plan.parent = int(rig_cache.parents[plan.idx[0]])
             plan.limited = bool(rig_cache.limited[plan.idx].any())
+            plan.length = float(rig_cache.lengths[plan.idx].sum())
         moved = {bone for plan in plans for bone in plan.bones}
         free, dependent, labels = [], [], {}
         for group in group_plans(plans):

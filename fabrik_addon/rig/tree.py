@@ -73,7 +73,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         else:
             poles.append(np.full(3, np.nan))
         weights.append(chain.weight)
-    tolerance = min(c.tolerance for c in chains) / arm.scale
+    tolerance = min(c.tolerance * p.length for c, p in zip(chains, plans))  # fractions of each chain's length
     children_of: list[list[int]] = [[] for _ in joints]
     for j in range(1, len(joints)):
         children_of[parents[j]].append(j)
@@ -141,7 +141,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         end = new[tip][:3, 3] if chain.match_target_rotation else \
             (new[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3]
         distance = float(np.linalg.norm(end - targets[i]))
-        set_status(chain, 'REACHED' if distance <= chain.tolerance / arm.scale else 'UNREACHABLE', "",
+        set_status(chain, 'REACHED' if distance <= chain.tolerance * plan.length else 'UNREACHABLE', "",
                    distance * arm.scale, result.iterations)
 
 
