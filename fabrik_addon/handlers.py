@@ -14,7 +14,7 @@ import bpy
 from bpy.app.handlers import persistent
 
 from . import cache, diagnostics
-from .rig import solve
+from .rig import base_pose, solve
 
 
 @dataclass
@@ -30,6 +30,7 @@ class HandlerState:
     rigs_key: tuple = ()  # (scene's session_uid, settings generation) that ``rig_names`` was read under
     rig_names: set[str] = field(default_factory=set)  # the armatures with chains then
     suspended: set[str] = field(default_factory=set)  # armatures paused, e.g. while a bake replays its keys
+    frame: float | None = None  # the scene frame of the last solve (animation is evaluated afresh at another)
 
 
 _state = HandlerState()
@@ -69,7 +70,10 @@ def rigs(scene, depsgraph) -> list[tuple]:
     for name, ob in found:
         settings = ob.fabrik
         chains = settings.chains
-        if ob.type != 'ARMATURE' or not len(chains) or name in suspended or ob.mode == 'EDIT':
+        if ob.type != 'ARMATURE' or name in suspended or ob.mode == 'EDIT':
+            continue
+        if not len(chains):  # its chains removed since (by a script, which calls no update)
+            solve.release_all(ob, depsgraph)
             continue
         if not settings.enabled:
             solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
@@ -122,6 +126,10 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
         return
     _state.busy = True
     try:
+        frame = scene.frame_current_final
+        if frame != _state.frame:  # (a frame set without frame_set)
+            base_pose.forget_keyed()
+            _state.frame = frame
         found = rigs(scene, depsgraph)
         refresh_feeds(found)
         todo = found if only is None else [rig for rig in found if rig[0] in only]
@@ -136,6 +144,7 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
 
 @persistent
 def on_frame_change(scene, depsgraph) -> None:
+    base_pose.forget_keyed()  # animation was just evaluated: keyed channels are fresh
     solve_scene(scene, depsgraph)
 
 
@@ -153,6 +162,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
         data = update.id
         if isinstance(data, bpy.types.Armature | bpy.types.Action):
             request_solve()  # bones or keys changed: cached rest data and keyed channels are stale
+            base_pose.forget_keyed()
             solve_scene(scene, depsgraph)
             return
         if not isinstance(data, bpy.types.Object):
@@ -174,6 +184,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_file_change(*_args) -> None:
     request_solve()
+    base_pose.forget_keyed()
     diagnostics.clear()
 
 

@@ -13,13 +13,40 @@ from .. import adapter, cache
 from .inputs import ArmatureFrame
 from .plan import ChainError, chain_bones
 
+# Rotation channels as animation left them at this frame, by armature (session uid) and bone name, as
+# first read. Once FABRIK IK writes a keyed bone, its evaluated channels hold that write until animation
+# is evaluated again (a frame change, an edited action); an edit at the same frame (a target moved) read
+# them as the pose without IK and solved from the last result: 3.9e-4 off after a target moved away
+# and back. Forgotten whenever animation is evaluated afresh (:func:`forget_keyed`).
+_keyed: dict[int, dict[str, tuple[float, ...]]] = {}
+
+
+def forget_keyed() -> None:
+    """Animation was evaluated afresh (frame change, action edited, file loaded): read keyed channels again."""
+    _keyed.clear()
+
+
+def keyed_channels(ob, name: str, evaluated_bone) -> tuple[float, ...]:
+    """A bone's rotation channels as animation gives them at this frame (see :data:`_keyed`)."""
+    per = _keyed.get(ob.session_uid)
+    if per is None:
+        per = _keyed[ob.session_uid] = {}
+    current = adapter.read_rotation(evaluated_bone)
+    kept = per.get(name)
+    if kept is None or len(kept) != len(current):  # first read, or the rotation mode changed
+        kept = per[name] = tuple(current)
+    return kept
+
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
-    """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored."""
+    """The bone's rotation channels without IK: keyed or driven ones as animated, the others as stored."""
     path = adapter.rotation_data_path(pose_bone.name, pose_bone.rotation_mode)
     stored = stored_channels(pose_bone)
-    current = adapter.read_rotation(evaluated_bone)
-    return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
+    keyed = [(path, i) in animated for i in range(len(stored))]
+    if not any(keyed):
+        return tuple(stored)
+    current = keyed_channels(pose_bone.id_data, pose_bone.name, evaluated_bone)
+    return tuple(current[i] if keyed[i] else stored[i] for i in range(len(current)))
 
 
 def base_rotation(ob, ev, rig_cache: cache.RigCache, i: int) -> Quaternion:
@@ -41,7 +68,7 @@ def base_rotation(ob, ev, rig_cache: cache.RigCache, i: int) -> Quaternion:
     q = Quaternion(rig_cache.stored[i].tolist())
     mask = rig_cache.animated[i]
     if mask.any():
-        current = ev.pose.bones[name].rotation_quaternion
+        current = keyed_channels(ob, name, ev.pose.bones[name])
         q = Quaternion([current[k] if mask[k] else q[k] for k in range(4)])
         return q.normalized() if q.magnitude > 0.0 else Quaternion()
     q = q.normalized() if q.magnitude > 0.0 else Quaternion()
@@ -56,6 +83,14 @@ def base_rotations(ob, ev, used: np.ndarray, rig_cache: cache.RigCache) -> np.nd
     animated = rig_cache.animated & rig_cache.quaternion[:, None]
     if animated.any():
         evaluated = adapter.bulk_read(ev.pose.bones, "rotation_quaternion", len(rig_cache.names), 4)
+        per = _keyed.setdefault(ob.session_uid, {})
+        names = rig_cache.names
+        for i in np.flatnonzero(animated.any(axis=1)).tolist():  # as first read at this frame (_keyed)
+            kept = per.get(names[i])
+            if kept is None or len(kept) != 4:
+                per[names[i]] = tuple(evaluated[i].tolist())
+            else:
+                evaluated[i] = kept
         base[animated] = evaluated[animated]
     for i in used[~rig_cache.captured[used] | ~rig_cache.quaternion[used]]:
         base[i] = tuple(base_rotation(ob, ev, rig_cache, i))

@@ -58,6 +58,9 @@ class Layout:
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
     moved: dict[str, str] = field(default_factory=dict)  # bone -> chain moving it (its own or an ancestor's)
     batch: dict = field(default_factory=dict)  # the batched path's arrays for these plans (:func:`.batch._blocks`)
+    # Bones of every enabled chain (invalid ones included): any other bone FABRIK IK posed goes back to
+    # its pose without IK (.solve.release_dropped).
+    driven: frozenset[str] = frozenset()
 
 
 def chain_bones(ob, chain) -> list[str]:
@@ -118,7 +121,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
                 free.append(group[0])
             else:
                 dependent.append(group)
-        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans))
+        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans), driven=_driven(ob, plans, invalid))
         rig_cache.plans = {key: result}
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
@@ -165,6 +168,18 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
                                match_rotation=chain.match_target_rotation, two_bone=chain.solver == 'TWO_BONE'))
     plans.sort(key=lambda plan: plan.depth)
     return plans, invalid
+
+
+def _driven(ob, plans: list[ChainPlan], invalid: list[tuple[int, str]]) -> frozenset[str]:
+    """Bones of the valid chains and of the invalid ones whose bones can still be listed."""
+    names = {name for plan in plans for name in plan.bones}
+    chains = ob.fabrik.chains
+    for index, _ in invalid:
+        try:
+            names.update(chain_bones(ob, chains[index]))
+        except ChainError:
+            continue
+    return frozenset(names)
 
 
 def _overriders(ob) -> dict[str, str]:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import cache, diagnostics
+from .. import adapter, cache, diagnostics
 from . import batch, inputs, renames, small, tree
-from .base_pose import release
-from .inputs import ArmatureFrame, armature_frame
-from .plan import ChainError, set_status
+from .base_pose import release, restore_base, restore_scale
+from .inputs import ArmatureFrame, armature_frame, parent_matrix, rest_relative
+from .plan import ChainError, bone_depth, set_status
 
 # Standalone chains of one length holding up to this many bones across all armatures are solved by
 # :mod:`.small`; above it, numpy across chains (:mod:`.batch`) is cheaper. Measured per frame, handler
@@ -31,6 +31,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
     its cache (a lookup fails) is rebuilt and solved once more on its own. ``chains``: each armature's
     ``fabrik.chains``, when already read.
     """
+    released: set[ArmatureFrame] = set()
     frames: list[ArmatureFrame] = []
     stale: list = []
     if retry:
@@ -56,6 +57,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         for p in arm.layout.free:
             bones_by_length[len(p.idx)] += len(p.idx)
         frames.append(arm)
+        if release_dropped(arm):  # chains below such bones are solved on the few-chain path, which reads
+            released.add(arm)  # their new matrices (arm.new_matrices) instead of the evaluated pose
     batched = []
     for arm in frames:
         few: list[tuple] = []
@@ -66,7 +69,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
             # (the cheap test first: a chain bound for the few-chain path needs no other read)
             few_chain = bones_by_length[len(p.idx)] <= SMALL_BONES or chain.use_stretch \
-                or (scaled and not scaled.isdisjoint(p.idx))
+                or (scaled and not scaled.isdisjoint(p.idx)) or arm in released
             (few if few_chain else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
@@ -129,6 +132,61 @@ def _mark(chains, message: str) -> None:
     for chain in chains:
         if chain.enabled:
             set_status(chain, 'INVALID', message)
+
+
+# Per armature (session uid): the bones its enabled chains covered at its last solve (Layout.driven).
+_driven: dict[int, frozenset[str]] = {}
+
+
+def release_dropped(arm: ArmatureFrame) -> bool:
+    """Bones no enabled chain covers any more (a chain shortened, retargeted, removed, even by a script or
+    keys, which call no update) get their pose without IK back at once, keyed channels as animated.
+    Whether any did."""
+    driven = arm.layout.driven
+    uid = arm.ob.session_uid
+    previous = _driven.get(uid)
+    if previous is driven:  # the same layout as last time: nothing dropped (the usual frame)
+        return False
+    _driven[uid] = driven
+    if not previous:
+        return False
+    dropped = previous - driven
+    if not dropped:
+        return False
+    bones, animated, data = arm.bones, arm.cache.animated_paths, arm.ob.data.bones
+    found = [data[name] for name in dropped if name in data]  # (renamed or deleted since: nothing to give back)
+    for bone in sorted(found, key=bone_depth):  # parents first, each seeing its parent's new matrix
+        name = bone.name
+        pb, ev = bones[name], arm.ev_bones[name]
+        try:
+            restore_base(pb, ev, animated)
+            restore_scale(pb)
+            # The chains solved below it read this, not the evaluated pose, which still holds the old one.
+            q = adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))
+            arm.new_matrices[name] = parent_matrix(arm, bone) @ rest_relative(bone) @ adapter.basis_matrix(
+                ev.location, q, pb.scale)
+        except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
+            print(f"FABRIK IK: '{arm.ob.name}': could not restore the pose without IK of '{name}': {error}")
+    return True
+
+
+def release_all(ob, depsgraph) -> None:
+    """An armature whose chains were all removed (by a script: no update ran): the bones they posed get
+    their pose without IK back."""
+    previous = _driven.pop(ob.session_uid, None)
+    if not previous:
+        return
+    bones, ev_bones = ob.pose.bones, ob.evaluated_get(depsgraph).pose.bones
+    animated = cache.get(ob, bones).animated_paths
+    for name in previous:
+        pb = bones.get(name)
+        if pb is None:
+            continue
+        try:
+            restore_base(pb, ev_bones[name], animated)
+            restore_scale(pb)
+        except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
+            print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK of '{name}': {error}")
 
 
 def settle(ob, reason: str, depsgraph) -> None:
