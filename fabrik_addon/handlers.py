@@ -31,6 +31,8 @@ class HandlerState:
     rig_names: set[str] = field(default_factory=set)  # the armatures with chains then
     suspended: set[str] = field(default_factory=set)  # armatures paused, e.g. while a bake replays its keys
     frame: float | None = None  # the scene frame of the last solve (animation is evaluated afresh at another)
+    scene: int = -1  # session uid of the scene ``unlinked`` belongs to
+    unlinked: set[str] = field(default_factory=set)  # armatures once listed, not in the scene at the last look
 
 
 _state = HandlerState()
@@ -52,7 +54,8 @@ def rigs(scene, depsgraph) -> list[tuple]:
     adding chains does), the scene changes, one of them goes missing, a collection or scene is
     updated (objects linked or unlinked), or an armature with chains that is not on the list shows
     up in an update (a duplicate or an appended rig). Each property read costs about a microsecond:
-    the name and the chains are read once and handed on.
+    the name and the chains are read once and handed on. A rig the depsgraph does not evaluate (not in
+    the view layer: unlinked, excluded, disabled in viewports) is neither solved nor written.
     """
     key = (scene.session_uid, cache.generation())
     if _state.rigs_key == key:
@@ -64,6 +67,15 @@ def rigs(scene, depsgraph) -> list[tuple]:
                 return rigs(scene, depsgraph)
     else:
         found = [(ob.name, ob) for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
+        listed = {name for name, _ in found}
+        if _state.scene != key[0]:
+            _state.scene, _state.unlinked = key[0], set()
+        # Rigs of this scene unlinked since (a collection unlinked by a script sends no update) stay on the
+        # list, skipped while not evaluated, so that relinking them (no update either) solves them again.
+        objects = bpy.data.objects
+        _state.unlinked = {name for name in (_state.unlinked | _state.rig_names) - listed
+                           if (ob := objects.get(name)) is not None and ob.type == 'ARMATURE'}
+        found += [(name, objects[name]) for name in _state.unlinked]
         _state.rigs_key, _state.rig_names = key, {name for name, _ in found}
     out: list = []
     suspended = _state.suspended
@@ -79,9 +91,14 @@ def rigs(scene, depsgraph) -> list[tuple]:
             solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
         elif ob.data.pose_position == 'REST':  # Blender shows the rest pose: nothing to solve or write
             solve.settle(ob, "The armature shows its Rest Position", depsgraph)
+        elif not ob.evaluated_get(depsgraph).is_evaluated:  # unlinked, excluded or disabled: not shown
+            solve.settle(ob, NOT_EVALUATED, depsgraph)
         else:
             out.append((name, ob, chains))
     return out
+
+
+NOT_EVALUATED = "The armature is not in this view layer (unlinked, excluded or disabled in viewports)"
 
 
 def forget_rigs() -> None:
@@ -184,6 +201,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_file_change(*_args) -> None:
     request_solve()
+    _state.scene, _state.unlinked = -1, set()
     base_pose.forget_keyed()
     diagnostics.clear()
 
