@@ -170,6 +170,8 @@ def on_depsgraph_update(scene, depsgraph) -> None:
     if _state.busy:
         return
     if _state.force:
+        if any(isinstance(update.id, bpy.types.Action) for update in depsgraph.updates):
+            base_pose.forget_keyed()  # keys edited: animation was evaluated afresh
         solve_scene(scene, depsgraph)
         return
     echo = set(_state.echo)

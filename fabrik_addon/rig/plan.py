@@ -58,9 +58,11 @@ class Layout:
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
     moved: dict[str, str] = field(default_factory=dict)  # bone -> chain moving it (its own or an ancestor's)
     batch: dict = field(default_factory=dict)  # the batched path's arrays for these plans (:func:`.batch._blocks`)
-    # Bones of every enabled chain (invalid ones included): any other bone FABRIK IK posed goes back to
-    # its pose without IK (.solve.release_dropped).
+    # Bones of the enabled chains (invalid ones included), and of every chain (switched off ones too):
+    # bones in the first set at one solve and in neither at the next go back to their pose without IK
+    # (.solve.release_dropped; a chain switched off gives its bones back itself, at once).
     driven: frozenset[str] = frozenset()
+    listed: frozenset[str] = frozenset()
 
 
 def chain_bones(ob, chain) -> list[str]:
@@ -121,7 +123,8 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
                 free.append(group[0])
             else:
                 dependent.append(group)
-        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans), driven=_driven(ob, plans, invalid))
+        driven, listed = _driven(ob, plans, invalid)
+        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans), driven=driven, listed=listed)
         rig_cache.plans = {key: result}
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
@@ -170,16 +173,24 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
     return plans, invalid
 
 
-def _driven(ob, plans: list[ChainPlan], invalid: list[tuple[int, str]]) -> frozenset[str]:
-    """Bones of the valid chains and of the invalid ones whose bones can still be listed."""
-    names = {name for plan in plans for name in plan.bones}
+def _driven(ob, plans: list[ChainPlan], invalid: list[tuple[int, str]]) -> tuple[frozenset, frozenset]:
+    """:attr:`Layout.driven` and :attr:`Layout.listed`: bones of the enabled chains (valid, and invalid
+    ones whose bones can still be listed), and those with the switched off chains' bones."""
+    driven = {name for plan in plans for name in plan.bones}
     chains = ob.fabrik.chains
     for index, _ in invalid:
         try:
-            names.update(chain_bones(ob, chains[index]))
+            driven.update(chain_bones(ob, chains[index]))
         except ChainError:
             continue
-    return frozenset(names)
+    listed = set(driven)
+    for chain in chains:
+        if not chain.enabled:
+            try:
+                listed.update(chain_bones(ob, chain))
+            except ChainError:
+                continue
+    return frozenset(driven), frozenset(listed)
 
 
 def _overriders(ob) -> dict[str, str]:

@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from .. import adapter, cache, diagnostics
 from . import batch, inputs, renames, small, tree
-from .base_pose import release, restore_base, restore_scale
+from .base_pose import release, remember_written, restore_base, restore_scale
 from .inputs import ArmatureFrame, armature_frame, parent_matrix, rest_relative
 from .plan import ChainError, bone_depth, set_status
 
@@ -90,6 +90,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                 _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])])
             else:
                 _isolated(arm, chains, stale if retry else None, tree.solve_group, arm, group)
+    for arm in frames:
+        remember_written(arm.ob, arm.bones)
     for ob in stale:
         cache.drop(ob)
         solve_armatures([ob], depsgraph, retry=False)
@@ -135,6 +137,7 @@ def _mark(chains, message: str) -> None:
 
 
 # Per armature (session uid): the bones its enabled chains covered at its last solve (Layout.driven).
+# (A chain switched off releases its bones at once; after that the user may pose them: never again.)
 _driven: dict[int, frozenset[str]] = {}
 
 
@@ -150,7 +153,7 @@ def release_dropped(arm: ArmatureFrame) -> bool:
     _driven[uid] = driven
     if not previous:
         return False
-    dropped = previous - driven
+    dropped = previous - arm.layout.listed
     if not dropped:
         return False
     bones, animated, data = arm.bones, arm.cache.animated_paths, arm.ob.data.bones
