@@ -155,3 +155,19 @@ def test_the_pose_after_a_sequence_of_edits_is_the_pose_of_the_frame(keyed, solv
     scene.frame_set(7)
     after = [tuple(ob.pose.bones[f"b{i}"].rotation_quaternion) for i in range(6)]
     np.testing.assert_allclose(after, before, atol=1e-6)
+
+
+def test_a_keyed_bone_posed_by_hand_at_the_frame_is_the_pose_without_ik(solve_path):
+    """Blender shows a hand pose of a keyed bone until the next frame change: so does influence 0."""
+    ob, chain, target, _ = rig(True)
+    chain.influence = 0.0
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    hand = Quaternion((0.9, -0.2, 0.3, 0.1)).normalized()
+    ob.pose.bones["b2"].rotation_quaternion = hand
+    bpy.context.view_layer.update()
+    assert abs(ob.pose.bones["b2"].rotation_quaternion.dot(hand)) > 1.0 - 1e-6
+    scene.frame_set(2)
+    scene.frame_set(1)  # the keys play again
+    q = ob.pose.bones["b2"].rotation_quaternion
+    assert abs(q.dot(BASE[2])) > 1.0 - 1e-6, tuple(q)

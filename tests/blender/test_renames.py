@@ -169,3 +169,25 @@ def test_a_renamed_tip_is_baked_under_its_new_name(solve_path):
     for frame in (1, 10):
         bpy.context.scene.frame_set(frame)
         np.testing.assert_allclose(world_tail(ob, "hand"), target.matrix_world.translation, atol=1e-3)
+
+
+@pytest.mark.parametrize("way", WAYS)
+def test_a_renamed_bone_keeps_its_joint_limit(way, solve_path):
+    """The limit lives on the pose bone: after the rename it still holds the bone inside its hinge."""
+    import math
+
+    ob, chain, _, _ = scene_with("tip_bone")
+    limit = ob.pose.bones["b2"].fabrik_limit
+    limit.mode, limit.hinge_min, limit.hinge_max = 'HINGE', 0.0, math.radians(20.0)
+    bpy.data.objects["Target"].location = (0.0, 1.8, 2.2)  # asks b2 to bend further than 20 degrees
+    scene = bpy.context.scene
+    scene.frame_set(1)
+    bent = tuple(ob.pose.bones["b2"].rotation_quaternion)
+    rename(ob, "b2", "knee", way)
+    bpy.data.objects["Target"].location = (0.0, 1.8, 2.25)
+    scene.frame_set(2)
+    assert ob.pose.bones["knee"].fabrik_limit.mode == 'HINGE'
+    assert chain.status != 'INVALID', chain.message
+    q = ob.pose.bones["knee"].rotation_quaternion
+    angle = 2.0 * math.atan2(abs(q.x), q.w)
+    assert abs(q.y) < 1e-5 and abs(q.z) < 1e-5 and angle <= math.radians(20.0) + 1e-5, (tuple(q), bent)

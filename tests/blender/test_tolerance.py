@@ -95,3 +95,19 @@ def test_the_default_tolerance_says_it_is_a_fraction_of_the_chain():
     assert prop.default == pytest.approx(1e-3)
     assert "fraction of the chain's length" in prop.description
     assert "scene units" in prop.description  # what it meant before, for files saved then
+
+
+@pytest.mark.parametrize("tolerance", (0.01, 0.05))
+@pytest.mark.parametrize("size", (0.05, 20.0))
+def test_a_looser_tolerance_scales_with_the_chain_too(tolerance, size, solve_path):
+    """A target ``tolerance`` / 2 of the chain's length beyond its reach reads as reached, at 2 x it not."""
+    ob = straightish_chain("Arm", 4, length=size / 4, bend=size / 40)
+    length = sum(b.length for b in ob.data.bones)
+    target = empty("Target", reach_point(length, 1.0 + tolerance / 2, DIRECTIONS[2]))
+    chain = default_chain(ob, "b3", 4, target)
+    chain.tolerance = tolerance
+    bpy.context.scene.frame_set(1)
+    assert chain.status == 'REACHED', (chain.status, chain.last_error)
+    target.location = reach_point(length, 1.0 + 2 * tolerance, DIRECTIONS[2])
+    bpy.context.scene.frame_set(2)
+    assert chain.status == 'UNREACHABLE', (chain.status, chain.last_error)
