@@ -14,7 +14,7 @@ import bpy
 from bpy.app.handlers import persistent
 
 from . import cache, diagnostics
-from .rig import solve
+from .rig import base_pose, solve
 
 
 @dataclass
@@ -30,6 +30,9 @@ class HandlerState:
     rigs_key: tuple = ()  # (scene's session_uid, settings generation) that ``rig_names`` was read under
     rig_names: set[str] = field(default_factory=set)  # the armatures with chains then
     suspended: set[str] = field(default_factory=set)  # armatures paused, e.g. while a bake replays its keys
+    frame: float | None = None  # the scene frame of the last solve (animation is evaluated afresh at another)
+    scene: int = -1  # session uid of the scene ``unlinked`` belongs to
+    unlinked: set[str] = field(default_factory=set)  # armatures once listed, not in the scene at the last look
 
 
 _state = HandlerState()
@@ -51,7 +54,8 @@ def rigs(scene, depsgraph) -> list[tuple]:
     adding chains does), the scene changes, one of them goes missing, a collection or scene is
     updated (objects linked or unlinked), or an armature with chains that is not on the list shows
     up in an update (a duplicate or an appended rig). Each property read costs about a microsecond:
-    the name and the chains are read once and handed on.
+    the name and the chains are read once and handed on. A rig the depsgraph does not evaluate (not in
+    the view layer: unlinked, excluded, disabled in viewports) is neither solved nor written.
     """
     key = (scene.session_uid, cache.generation())
     if _state.rigs_key == key:
@@ -63,21 +67,38 @@ def rigs(scene, depsgraph) -> list[tuple]:
                 return rigs(scene, depsgraph)
     else:
         found = [(ob.name, ob) for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
+        listed = {name for name, _ in found}
+        if _state.scene != key[0]:
+            _state.scene, _state.unlinked = key[0], set()
+        # Rigs of this scene unlinked since (a collection unlinked by a script sends no update) stay on the
+        # list, skipped while not evaluated, so that relinking them (no update either) solves them again.
+        objects = bpy.data.objects
+        _state.unlinked = {name for name in (_state.unlinked | _state.rig_names) - listed
+                           if (ob := objects.get(name)) is not None and ob.type == 'ARMATURE'}
+        found += [(name, objects[name]) for name in _state.unlinked]
         _state.rigs_key, _state.rig_names = key, {name for name, _ in found}
     out: list = []
     suspended = _state.suspended
     for name, ob in found:
         settings = ob.fabrik
         chains = settings.chains
-        if ob.type != 'ARMATURE' or not len(chains) or name in suspended or ob.mode == 'EDIT':
+        if ob.type != 'ARMATURE' or name in suspended or ob.mode == 'EDIT':
+            continue
+        if not len(chains):  # its chains removed since (by a script, which calls no update)
+            solve.release_all(ob, depsgraph)
             continue
         if not settings.enabled:
             solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
         elif ob.data.pose_position == 'REST':  # Blender shows the rest pose: nothing to solve or write
             solve.settle(ob, "The armature shows its Rest Position", depsgraph)
+        elif not ob.evaluated_get(depsgraph).is_evaluated:  # unlinked, excluded or disabled: not shown
+            solve.settle(ob, NOT_EVALUATED, depsgraph)
         else:
             out.append((name, ob, chains))
     return out
+
+
+NOT_EVALUATED = "The armature is not in this view layer (unlinked, excluded or disabled in viewports)"
 
 
 def forget_rigs() -> None:
@@ -122,6 +143,10 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
         return
     _state.busy = True
     try:
+        frame = scene.frame_current_final
+        if frame != _state.frame:  # (a frame set without frame_set)
+            base_pose.forget_keyed()
+            _state.frame = frame
         found = rigs(scene, depsgraph)
         refresh_feeds(found)
         todo = found if only is None else [rig for rig in found if rig[0] in only]
@@ -136,6 +161,7 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
 
 @persistent
 def on_frame_change(scene, depsgraph) -> None:
+    base_pose.forget_keyed()  # animation was just evaluated: keyed channels are fresh
     solve_scene(scene, depsgraph)
 
 
@@ -144,6 +170,8 @@ def on_depsgraph_update(scene, depsgraph) -> None:
     if _state.busy:
         return
     if _state.force:
+        if any(isinstance(update.id, bpy.types.Action) for update in depsgraph.updates):
+            base_pose.forget_keyed()  # keys edited: animation was evaluated afresh
         solve_scene(scene, depsgraph)
         return
     echo = set(_state.echo)
@@ -153,6 +181,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
         data = update.id
         if isinstance(data, bpy.types.Armature | bpy.types.Action):
             request_solve()  # bones or keys changed: cached rest data and keyed channels are stale
+            base_pose.forget_keyed()
             solve_scene(scene, depsgraph)
             return
         if not isinstance(data, bpy.types.Object):
@@ -174,6 +203,8 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_file_change(*_args) -> None:
     request_solve()
+    _state.scene, _state.unlinked = -1, set()
+    base_pose.forget_keyed()
     diagnostics.clear()
 
 

@@ -47,6 +47,25 @@ def _chain_enabled_changed(self, context) -> None:
     _changed(self, context)
 
 
+def _bone_field_changed(name: str):
+    """Update of a bone name field (``tip_bone``, ``target_bone``, ``pole_bone``) or of the object whose
+    bone it names: remember the bone's identity, so the chain follows it when it is renamed."""
+
+    def update(self, context) -> None:
+        from .rig import renames
+
+        renames.remember(self, name)
+        _changed(self, context)
+
+    update.__name__ = f"_{name}_changed"
+    return update
+
+
+_tip_bone_changed = _bone_field_changed("tip_bone")
+_target_bone_changed = _bone_field_changed("target_bone")
+_pole_bone_changed = _bone_field_changed("pole_bone")
+
+
 def _stretch_changed(self, context) -> None:
     """Stretch switched off gives the chain's bones back their scale without IK."""
     from .rig import base_pose
@@ -177,7 +196,8 @@ class FabrikChain(bpy.types.PropertyGroup):
         override=OVERRIDABLE,
     )
     tip_bone: StringProperty(  # type: ignore[valid-type]
-        name="Tip Bone", description="Last bone of the chain; its tail is the end effector", update=_changed,
+        name="Tip Bone", description="Last bone of the chain; its tail is the end effector",
+        update=_tip_bone_changed,
         override=OVERRIDABLE,
     )
     chain_length: IntProperty(  # type: ignore[valid-type]
@@ -190,19 +210,21 @@ class FabrikChain(bpy.types.PropertyGroup):
         override=OVERRIDABLE,
     )
     target: PointerProperty(  # type: ignore[valid-type]
-        name="Target", description="Object the chain reaches for", type=bpy.types.Object, update=_changed,
-        override=OVERRIDABLE,
+        name="Target", description="Object the chain reaches for", type=bpy.types.Object,
+        update=_target_bone_changed, override=OVERRIDABLE,
     )
     target_bone: StringProperty(  # type: ignore[valid-type]
-        name="Target Bone", description="Bone of the target armature to reach for (its head)", update=_changed,
+        name="Target Bone", description="Bone of the target armature to reach for (its head)",
+        update=_target_bone_changed,
         override=OVERRIDABLE,
     )
     pole: PointerProperty(  # type: ignore[valid-type]
-        name="Pole", description="Object the chain bends toward", type=bpy.types.Object, update=_changed,
-        override=OVERRIDABLE,
+        name="Pole", description="Object the chain bends toward", type=bpy.types.Object,
+        update=_pole_bone_changed, override=OVERRIDABLE,
     )
     pole_bone: StringProperty(  # type: ignore[valid-type]
-        name="Pole Bone", description="Bone of the pole armature to bend toward (its head)", update=_changed,
+        name="Pole Bone", description="Bone of the pole armature to bend toward (its head)",
+        update=_pole_bone_changed,
         override=OVERRIDABLE,
     )
     iterations: IntProperty(  # type: ignore[valid-type]
@@ -211,8 +233,11 @@ class FabrikChain(bpy.types.PropertyGroup):
         override=OVERRIDABLE,
     )
     tolerance: FloatProperty(  # type: ignore[valid-type]
-        name="Tolerance", description="Stop once the tip is this close to the target (scene units)",
-        min=0.0, default=0.001, precision=4, subtype='DISTANCE', update=_changed,
+        name="Tolerance",
+        description="Stop once the tip is within this fraction of the chain's length of the target (0.001: a "
+                    "thousandth of it, for chains of any size). Earlier builds read it as a distance in scene units; "
+                    "a value saved by them now means that fraction: the same for a chain 1 unit long",
+        min=0.0, max=1.0, default=0.001, precision=5, step=0.01, update=_changed,
         override=OVERRIDABLE,
     )
     match_target_rotation: BoolProperty(  # type: ignore[valid-type]

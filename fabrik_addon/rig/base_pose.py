@@ -13,13 +13,63 @@ from .. import adapter, cache
 from .inputs import ArmatureFrame
 from .plan import ChainError, chain_bones
 
+# Rotation channels as animation left them at this frame, by armature (session uid) and bone name: (as
+# first read, as FABRIK IK's last solve left the bone). Once FABRIK IK writes a keyed bone, its evaluated
+# channels hold that write until animation is evaluated again (a frame change, an edited action); an edit
+# at the same frame (a target moved) read them as the pose without IK and solved from the last result
+# (3.9e-4 off after a target moved away and back). A bone whose channels are what FABRIK IK left gives
+# the kept ones; any other value is new (animation evaluated, or the user posed the bone) and is kept.
+_keyed: dict[int, dict[str, tuple[tuple[float, ...], tuple[float, ...] | None]]] = {}
+_read: set[tuple[int, str]] = set()  # (armature, bone) read since the last remember_written: solved now
+
+
+def forget_keyed() -> None:
+    """Animation was evaluated afresh (frame change, action edited, file loaded): read keyed channels again."""
+    _keyed.clear()
+    _read.clear()
+
+
+def _kept(uid: int, per: dict, name: str, current: tuple[float, ...]) -> tuple[float, ...]:
+    _read.add((uid, name))
+    entry = per.get(name)
+    if entry is not None and (current == entry[1] or current == entry[0]):  # our own write, or unchanged
+        return entry[0]
+    per[name] = (current, None)
+    return current
+
+
+def keyed_channels(ob, name: str, evaluated_bone) -> tuple[float, ...]:
+    """A bone's rotation channels as animation (or the user) gives them at this frame (see :data:`_keyed`)."""
+    per = _keyed.get(ob.session_uid)
+    if per is None:
+        per = _keyed[ob.session_uid] = {}
+    return _kept(ob.session_uid, per, name, tuple(adapter.read_rotation(evaluated_bone)))
+
+
+def remember_written(ob, bones) -> None:
+    """After a solve of armature ``ob`` (``bones``: its pose bones): note what the keyed bones it solved
+    now hold (bones it did not solve may be posed by the user meanwhile: their value is news)."""
+    uid = ob.session_uid
+    per = _keyed.get(uid)
+    if not per:
+        return
+    for name, (kept, _) in per.items():
+        if (uid, name) in _read:
+            _read.discard((uid, name))
+            pb = bones.get(name)
+            if pb is not None:
+                per[name] = (kept, tuple(adapter.read_rotation(pb)))
+
 
 def base_channels(pose_bone, evaluated_bone, animated: set[tuple[str, int]]) -> tuple[float, ...]:
-    """The bone's rotation channels without IK: keyed or driven ones as evaluated, the others as stored."""
+    """The bone's rotation channels without IK: keyed or driven ones as animated, the others as stored."""
     path = adapter.rotation_data_path(pose_bone.name, pose_bone.rotation_mode)
     stored = stored_channels(pose_bone)
-    current = adapter.read_rotation(evaluated_bone)
-    return tuple(current[i] if (path, i) in animated else stored[i] for i in range(len(current)))
+    keyed = [(path, i) in animated for i in range(len(stored))]
+    if not any(keyed):
+        return tuple(stored)
+    current = keyed_channels(pose_bone.id_data, pose_bone.name, evaluated_bone)
+    return tuple(current[i] if keyed[i] else stored[i] for i in range(len(current)))
 
 
 def base_rotation(ob, ev, rig_cache: cache.RigCache, i: int) -> Quaternion:
@@ -41,7 +91,7 @@ def base_rotation(ob, ev, rig_cache: cache.RigCache, i: int) -> Quaternion:
     q = Quaternion(rig_cache.stored[i].tolist())
     mask = rig_cache.animated[i]
     if mask.any():
-        current = ev.pose.bones[name].rotation_quaternion
+        current = keyed_channels(ob, name, ev.pose.bones[name])
         q = Quaternion([current[k] if mask[k] else q[k] for k in range(4)])
         return q.normalized() if q.magnitude > 0.0 else Quaternion()
     q = q.normalized() if q.magnitude > 0.0 else Quaternion()
@@ -56,6 +106,11 @@ def base_rotations(ob, ev, used: np.ndarray, rig_cache: cache.RigCache) -> np.nd
     animated = rig_cache.animated & rig_cache.quaternion[:, None]
     if animated.any():
         evaluated = adapter.bulk_read(ev.pose.bones, "rotation_quaternion", len(rig_cache.names), 4)
+        uid = ob.session_uid
+        per = _keyed.setdefault(uid, {})
+        names = rig_cache.names
+        for i in np.flatnonzero(animated.any(axis=1)).tolist():  # as animation gave them (_keyed)
+            evaluated[i] = _kept(uid, per, names[i], tuple(evaluated[i].tolist()))
         base[animated] = evaluated[animated]
     for i in used[~rig_cache.captured[used] | ~rig_cache.quaternion[used]]:
         base[i] = tuple(base_rotation(ob, ev, rig_cache, i))

@@ -262,8 +262,9 @@ def _blocks(arm: ArmatureFrame, items: list[tuple]) -> dict[int, Block]:
 def solve_requests(requests: Requests) -> None:
     """One :func:`solve_chains` call per chain shape and settings, for every armature at once; the
     results go back into each group's rows."""
-    for (placed, has_pole, tolerance, iterations), members in requests.items():
+    for (placed, has_pole, iterations), members in requests.items():
         softness = [value for member in members for value in member[4]]
+        tolerance = np.array([value for member in members for value in member[5]])
         try:
             results = solve_chains(
                 np.concatenate([group.every[rows, :placed + 1] for group, rows, *_ in members]),
@@ -332,8 +333,7 @@ def _gather(group: Group, requests: Requests) -> None:
             last, arm, settings = part, part.arm, part.settings
             match, tolerances, iterations, softness, two_bone, influences = settings.match, settings.tolerance, \
                 settings.iterations, settings.softness, settings.two_bone, settings.influence
-            depsgraph, layer, inv_world_m, hangs, scale = arm.depsgraph, arm.layer, arm.inv_world_m, arm.hangs, \
-                arm.scale
+            depsgraph, layer, inv_world_m, hangs = arm.depsgraph, arm.layer, arm.inv_world_m, arm.hangs
             render, view_layer = layer
         i = plan.index
         try:
@@ -384,7 +384,7 @@ def _gather(group: Group, requests: Requests) -> None:
             if plan.limited:
                 limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre[c]],
                                     np.asarray(every[c, :placed + 1]), np.asarray(parent[c]))
-            tolerance = tolerances[i] / scale
+            tolerance = tolerances[i] * plan.length  # a fraction of the chain's length (armature space)
             # solved here, or queued
             target_floats, pole_floats = target.to_tuple(), None if pole is None else pole.to_tuple()
             if not placed:
@@ -401,8 +401,8 @@ def _gather(group: Group, requests: Requests) -> None:
                     if result.frames is not None:
                         group.limit_frames[c] = result.frames
             else:
-                local[(placed, pole is not None, tolerance, iterations[i])].append(
-                    (c, target_floats, pole_floats, softness[i]))
+                local[(placed, pole is not None, iterations[i])].append(
+                    (c, target_floats, pole_floats, softness[i], tolerance))
             if pole_floats is not None:
                 group.poles[c] = pole_floats
         except (ChainError, ValueError) as error:
@@ -410,8 +410,8 @@ def _gather(group: Group, requests: Requests) -> None:
             group.ok[c] = False
             diagnostics.record(chain, 'INVALID', str(error))
     for key, members in local.items():
-        rows, targets, poles, softness = zip(*members)
-        requests[key].append((group, list(rows), targets, poles, softness))
+        rows, targets, poles, softness, tolerances = zip(*members)
+        requests[key].append((group, list(rows), targets, poles, softness, tolerances))
 
 
 def _write(table: Table, group: Group) -> None:

@@ -21,6 +21,8 @@ FAR_AWAY = 1e15
 # Relative tolerance for a uniform, positive armature scale.
 SCALE_TOLERANCE = 1e-5
 ZERO_LENGTH = 1e-9
+# Session uids of targets and poles whose bone was not found in this solve (:class:`MissingBone`).
+missed: list[int] = []
 
 
 class _once:
@@ -93,6 +95,13 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=
     if chains is None:
         chains = ob.fabrik.chains
     plan = layout(ob, rig_cache, chains)
+    data = ob.data.bones
+    for p in plan.plans:
+        if data.get(p.bones[-1]) is None:  # a bone renamed since (an Object Mode rename sends no update)
+            cache.drop(ob)
+            rig_cache = cache.get(ob, bones)
+            plan = layout(ob, rig_cache, chains)  # the chains follow their bones (.renames)
+            break
     return ArmatureFrame(ob, ev, chains, rig_cache, plan, depsgraph,
                          world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0,
                          ob.pose.bones if bones is None else bones, ev.pose.bones,
@@ -165,7 +174,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
-    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance / arm.scale,
+    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance * plan.length,
                        chain.iterations, influence)
 
 
@@ -256,10 +265,16 @@ def _in_view_layer(target, ev, depsgraph, layer: tuple[bool, Any] | None = None)
     return view_layer.objects.get(target.name) == target and target.hide_get(view_layer=view_layer)
 
 
+class MissingBone(ChainError):
+    """A target's or pole's bone is not found: perhaps renamed (:func:`.solve.solve_armatures` then asks
+    :func:`.renames.follow` and solves again)."""
+
+
 def _pose_bone(target, ev, bone_name: str, label: str):
     pb = ev.pose.bones.get(bone_name)
     if pb is None:
-        raise ChainError(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
+        missed.append(target.session_uid)
+        raise MissingBone(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
     return pb
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import adapter, cache, diagnostics
 from ..solver.switches import BULK_KEY
+from . import renames
 
 
 class ChainError(Exception):
@@ -29,6 +30,7 @@ class ChainPlan:
     idx: list[int] = field(default_factory=list)  # bone indices in the cache
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
+    length: float = 0.0  # the bones' rest lengths summed (armature space): the tolerance is a fraction of it
     references_checked: bool = False  # target and pole passed check_references under these settings
     # Positions in ``bones`` of bones that ignore their parent's scale: solved only while it is 1.
     scale_free: list[int] = field(default_factory=list)
@@ -57,13 +59,18 @@ class Layout:
     labels: dict[int, str]  # chain index -> names of the chains it is solved together with
     moved: dict[str, str] = field(default_factory=dict)  # bone -> chain moving it (its own or an ancestor's)
     batch: dict = field(default_factory=dict)  # the batched path's arrays for these plans (:func:`.batch._blocks`)
+    # Bones of the enabled chains (invalid ones included), and of every chain (switched off ones too):
+    # bones in the first set at one solve and in neither at the next go back to their pose without IK
+    # (.solve.release_dropped; a chain switched off gives its bones back itself, at once).
+    driven: frozenset[str] = frozenset()
+    listed: frozenset[str] = frozenset()
 
 
 def chain_bones(ob, chain) -> list[str]:
     """Bone names of ``chain`` from its root to its tip; raises :class:`ChainError` when impossible."""
     if not chain.tip_bone:
         raise ChainError("Pick a tip bone")
-    bone = ob.data.bones.get(chain.tip_bone)
+    bone = renames.resolve(chain, "tip_bone", ob.data)  # renamed since: the stored name follows
     if bone is None:
         raise ChainError(f"Tip bone '{chain.tip_bone}' not found in '{ob.data.name}'")
     names = [bone.name]
@@ -107,6 +114,7 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
             plan.idx = [rig_cache.index[name] for name in plan.bones]
             plan.parent = int(rig_cache.parents[plan.idx[0]])
             plan.limited = bool(rig_cache.limited[plan.idx].any())
+            plan.length = float(rig_cache.lengths[plan.idx].sum())
         moved = {bone for plan in plans for bone in plan.bones}
         free, dependent, labels = [], [], {}
         for group in group_plans(plans):
@@ -116,7 +124,8 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
                 free.append(group[0])
             else:
                 dependent.append(group)
-        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans))
+        driven, listed = _driven(ob, plans, invalid)
+        result = Layout(plans, invalid, free, dependent, labels, _moved(ob, plans), driven=driven, listed=listed)
         rig_cache.plans = {key: result}
         for index, label in labels.items():
             diagnostics.set_group(chains[index], label)
@@ -160,6 +169,26 @@ def _plan_chains(ob) -> tuple[list[ChainPlan], list[tuple[int, str]]]:
                                match_rotation=chain.match_target_rotation, two_bone=chain.solver == 'TWO_BONE'))
     plans.sort(key=lambda plan: plan.depth)
     return plans, invalid
+
+
+def _driven(ob, plans: list[ChainPlan], invalid: list[tuple[int, str]]) -> tuple[frozenset, frozenset]:
+    """:attr:`Layout.driven` and :attr:`Layout.listed`: bones of the enabled chains (valid, and invalid
+    ones whose bones can still be listed), and those with the switched off chains' bones."""
+    driven = {name for plan in plans for name in plan.bones}
+    chains = ob.fabrik.chains
+    for index, _ in invalid:
+        try:
+            driven.update(chain_bones(ob, chains[index]))
+        except ChainError:
+            continue
+    listed = set(driven)
+    for chain in chains:
+        if not chain.enabled:
+            try:
+                listed.update(chain_bones(ob, chain))
+            except ChainError:
+                continue
+    return frozenset(driven), frozenset(listed)
 
 
 def _overriders(ob) -> dict[str, str]:
@@ -378,7 +407,8 @@ def check_reference(ob, chain, bones: list[str], target, bone_name: str, label: 
             raise ChainError(f"Pick a {label.lower()} object")
         return
     if target.type == 'ARMATURE' and bone_name:
-        bone = target.data.bones.get(bone_name)
+        bone = renames.resolve(chain, f"{label.lower()}_bone", target.data)  # renamed since: followed
+        bone_name = chain.target_bone if label == "Target" else chain.pole_bone
         if bone is None:
             raise ChainError(f"{label} bone '{bone_name}' not found in '{target.data.name}'")
         if target == ob:

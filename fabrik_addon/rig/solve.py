@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .. import cache, diagnostics
+from .. import adapter, cache, diagnostics
 from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve.SMALL_BONES
-from . import batch, small, tree
-from .base_pose import release
-from .inputs import ArmatureFrame, armature_frame
-from .plan import ChainError, set_status
+from . import batch, inputs, renames, small, tree
+from .base_pose import release, remember_written, restore_base, restore_scale
+from .inputs import ArmatureFrame, armature_frame, parent_matrix, rest_relative
+from .plan import ChainError, bone_depth, set_status
 
 
 def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None) -> None:
@@ -26,8 +26,11 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
     its cache (a lookup fails) is rebuilt and solved once more on its own. ``chains``: each armature's
     ``fabrik.chains``, when already read.
     """
+    released: set[ArmatureFrame] = set()
     frames: list[ArmatureFrame] = []
     stale: list = []
+    if retry:
+        inputs.missed.clear()
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for k, ob in enumerate(obs):
         # indexed per chain below: a list is cheaper than the collection
@@ -49,6 +52,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         for p in arm.layout.free:
             bones_by_length[len(p.idx)] += len(p.idx)
         frames.append(arm)
+        if release_dropped(arm):  # chains below such bones are solved on the few-chain path, which reads
+            released.add(arm)  # their new matrices (arm.new_matrices) instead of the evaluated pose
     batched = []
     for arm in frames:
         few: list[tuple] = []
@@ -59,7 +64,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
             # (the cheap test first: a chain bound for the few-chain path needs no other read)
             few_chain = bones_by_length[len(p.idx)] <= SMALL_BONES or chain.use_stretch \
-                or (scaled and not scaled.isdisjoint(p.idx))
+                or (scaled and not scaled.isdisjoint(p.idx)) or arm in released
             (few if few_chain else many).append((chain, p))
         if few:
             _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
@@ -80,9 +85,15 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                 _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])])
             else:
                 _isolated(arm, chains, stale if retry else None, tree.solve_group, arm, group)
+    for arm in frames:
+        remember_written(arm.ob, arm.bones)
     for ob in stale:
         cache.drop(ob)
         solve_armatures([ob], depsgraph, retry=False)
+    if inputs.missed and retry:  # a target's or pole's bone not found: renamed, perhaps
+        followed = [ob for ob in obs if any([renames.follow(chain) for chain in ob.fabrik.chains])]
+        if followed:
+            solve_armatures(followed, depsgraph, retry=False)
 
 
 # Statuses of a chain whose bones FABRIK IK posed at its last solve.
@@ -118,6 +129,62 @@ def _mark(chains, message: str) -> None:
     for chain in chains:
         if chain.enabled:
             set_status(chain, 'INVALID', message)
+
+
+# Per armature (session uid): the bones its enabled chains covered at its last solve (Layout.driven).
+# (A chain switched off releases its bones at once; after that the user may pose them: never again.)
+_driven: dict[int, frozenset[str]] = {}
+
+
+def release_dropped(arm: ArmatureFrame) -> bool:
+    """Bones no enabled chain covers any more (a chain shortened, retargeted, removed, even by a script or
+    keys, which call no update) get their pose without IK back at once, keyed channels as animated.
+    Whether any did."""
+    driven = arm.layout.driven
+    uid = arm.ob.session_uid
+    previous = _driven.get(uid)
+    if previous is driven:  # the same layout as last time: nothing dropped (the usual frame)
+        return False
+    _driven[uid] = driven
+    if not previous:
+        return False
+    dropped = previous - arm.layout.listed
+    if not dropped:
+        return False
+    bones, animated, data = arm.bones, arm.cache.animated_paths, arm.ob.data.bones
+    found = [data[name] for name in dropped if name in data]  # (renamed or deleted since: nothing to give back)
+    for bone in sorted(found, key=bone_depth):  # parents first, each seeing its parent's new matrix
+        name = bone.name
+        pb, ev = bones[name], arm.ev_bones[name]
+        try:
+            restore_base(pb, ev, animated)
+            restore_scale(pb)
+            # The chains solved below it read this, not the evaluated pose, which still holds the old one.
+            q = adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))
+            arm.new_matrices[name] = parent_matrix(arm, bone) @ rest_relative(bone) @ adapter.basis_matrix(
+                ev.location, q, pb.scale)
+        except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
+            print(f"FABRIK IK: '{arm.ob.name}': could not restore the pose without IK of '{name}': {error}")
+    return True
+
+
+def release_all(ob, depsgraph) -> None:
+    """An armature whose chains were all removed (by a script: no update ran): the bones they posed get
+    their pose without IK back."""
+    previous = _driven.pop(ob.session_uid, None)
+    if not previous:
+        return
+    bones, ev_bones = ob.pose.bones, ob.evaluated_get(depsgraph).pose.bones
+    animated = cache.get(ob, bones).animated_paths
+    for name in previous:
+        pb = bones.get(name)
+        if pb is None:
+            continue
+        try:
+            restore_base(pb, ev_bones[name], animated)
+            restore_scale(pb)
+        except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
+            print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK of '{name}': {error}")
 
 
 def settle(ob, reason: str, depsgraph) -> None:

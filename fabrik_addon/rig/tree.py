@@ -63,7 +63,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         distance = float(np.linalg.norm(end - goals.targets[i]))
         # As lone chains say it (diagnostics.solve_status): iterations that ran out while the tree was
         # still closing in are "did not converge", never "out of reach".
-        status, message = diagnostics.solve_status(distance <= chain.tolerance / arm.scale, result.converged,
+        status, message = diagnostics.solve_status(distance <= chain.tolerance * plan.length, result.converged,
                                                    result.iterations)
         set_status(chain, status, message, distance * arm.scale, result.iterations)
     _solve_branches(arm, chains, plans, result.converged, result.iterations)
@@ -136,7 +136,7 @@ def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]
 
 def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan]) -> TreeResult:
     """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies."""
-    tolerance = min(c.tolerance for c in chains) / arm.scale
+    tolerance = min(c.tolerance * p.length for c, p in zip(chains, plans))  # fractions of each chain's length
     rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
     resolved_again = {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
     limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents, rigid,
@@ -226,7 +226,8 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
                            parent=int(rig_cache.parents[idx[0]]), limited=bool(rig_cache.limited[idx].any()),
                            references_checked=plan.references_checked,
                            scale_free=[k - last - 1 for k in plan.scale_free if k > last],
-                           match_rotation=plan.match_rotation)
+                           match_rotation=plan.match_rotation,
+                           length=plan.length)  # the tolerance is a fraction of the whole chain's length
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
         if entry.status == 'UNREACHABLE' and not converged:

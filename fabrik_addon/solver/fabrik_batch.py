@@ -33,7 +33,7 @@ def solve_chains(
     joints: object,
     targets: object,
     *,
-    tolerance: float = DEFAULT_TOLERANCE,
+    tolerance: object = DEFAULT_TOLERANCE,
     max_iterations: int = DEFAULT_MAX_ITERATIONS,
     poles: object = None,
     min_improvement: float = DEFAULT_MIN_IMPROVEMENT,
@@ -49,7 +49,8 @@ def solve_chains(
         Start poses; never mutated.
     targets : array_like, shape (C, 3)
     tolerance, max_iterations, min_improvement
-        As in :func:`solve_chain`, applied to each chain on its own.
+        As in :func:`solve_chain`, applied to each chain on its own; ``tolerance`` may also be an
+        array_like of shape (C,), one per chain.
     poles : array_like, shape (C, 3), optional
     softness, use_stretch, max_stretch : number/bool or array_like, shape (C,)
         Soft IK and stretch as in :func:`solve_chain`, for all chains or per chain.
@@ -63,7 +64,8 @@ def solve_chains(
     count, n1, _ = start.shape
     tgt = check_points(targets, (count, 3), "targets")
     pole = None if poles is None else check_points(poles, (count, 3), "poles")
-    check_settings(tolerance, max_iterations, min_improvement)
+    tolerance = _tolerances(tolerance, count)
+    check_settings(float(np.min(tolerance)) if count else 0.0, max_iterations, min_improvement)
     lengths = bone_lengths(start)
     given = tgt
     if isinstance(softness, float | int) and softness == 0 and use_stretch is False and \
@@ -89,7 +91,17 @@ def solve_chains(
     return ChainResults(out, error, results.iterations, reached, factor, converged)
 
 
-def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths: np.ndarray, tolerance: float,
+def _tolerances(tolerance: object, count: int) -> np.ndarray:
+    """``tolerance`` (a number, or one per chain) as a (count,) array."""
+    tol = np.asarray(tolerance, dtype=np.float64)
+    if tol.ndim == 0:
+        return np.full(count, float(tol))
+    if tol.shape != (count,):
+        raise ValueError(f"tolerance must be a number or of shape ({count},), got shape {tol.shape}")
+    return tol
+
+
+def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths: np.ndarray, tolerance: np.ndarray,
            max_iterations: int, min_improvement: float) -> ChainResults:
     count, n1, _ = start.shape
     prep = prepare(start, tgt, pole, lengths)
@@ -97,7 +109,8 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
         # Below this many chains the plain-float loop, one chain at a time, is faster (.switches).
         dirs = prep.dirs
         single = [run_fabrik(prep.joints[c], tgt[c], None if pole is None else pole[c], dirs[c], lengths[c],
-                             bool(prep.unreachable[c]), tolerance, int(max_iterations), min_improvement, None)
+                             bool(prep.unreachable[c]), float(tolerance[c]), int(max_iterations), min_improvement,
+                             None)
                   for c in range(count)]
         error = np.array([s[1] for s in single])
         used = np.array([s[2] for s in single])

@@ -42,3 +42,28 @@ def test_batch_never_mutates_input_and_rejects_bad_shapes():
         bad = joints.copy()
         bad[1, 3] = bad[1, 2]
         solve_chains(bad, np.zeros((3, 3)))
+
+
+@pytest.mark.parametrize("count", [3, 40])  # below and above the plain-float loop's crossover
+def test_a_tolerance_per_chain_equals_each_chain_solved_with_its_own(count):
+    rng = np.random.default_rng(22 + count)
+    joints = np.stack([random_chain(rng, 4, 3) for _ in range(count)])
+    targets = np.stack([reachable_target(rng, j) for j in joints])
+    tolerances = 10.0 ** rng.uniform(-6, -1, count)
+    batch = solve_chains(joints, targets, tolerance=tolerances, max_iterations=40)
+    for c in range(count):
+        single = solve_chain(joints[c], targets[c], tolerance=tolerances[c], max_iterations=40)
+        np.testing.assert_allclose(batch.joints[c], single.joints, atol=1e-9)
+        assert batch[c].iterations == single.iterations
+        assert batch[c].reached == single.reached
+
+
+def test_a_tolerance_per_chain_is_checked():
+    rng = np.random.default_rng(23)
+    joints = np.stack([random_chain(rng, 3, 3) for _ in range(3)])
+    with pytest.raises(ValueError, match=r"tolerance must be a number or of shape \(3,\)"):
+        solve_chains(joints, joints[:, -1], tolerance=[1e-3, 1e-3])
+    with pytest.raises(ValueError, match="tolerance must be a finite number >= 0"):
+        solve_chains(joints, joints[:, -1], tolerance=[1e-3, -1.0, 1e-3])
+    with pytest.raises(ValueError, match="tolerance must be a finite number >= 0"):
+        solve_chains(joints, joints[:, -1], tolerance=[1e-3, np.nan, 1e-3])
