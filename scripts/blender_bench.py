@@ -123,7 +123,9 @@ def _hanging_centres(make: Callable[[int], Any], specs: tuple) -> dict:
         hanging = [spec for spec in specs if spec.hangs]
         _CENTRES[key] = {}
         if hanging:
-            fabrik_addon.register()
+            registered = hasattr(bpy.types.Object, "fabrik")
+            if not registered:
+                fabrik_addon.register()
             try:
                 above = [spec for spec in specs if spec not in hanging]
                 for spec, target, pole in realrig.add_targets(ob, above, FRAMES):
@@ -131,7 +133,8 @@ def _hanging_centres(make: Callable[[int], Any], specs: tuple) -> dict:
                               solver='TWO_BONE' if spec.length == 2 else 'FABRIK', tolerance=0.001, iterations=30)
                 _CENTRES[key] = {spec.tip: realrig.centre_path(ob, spec, FRAMES) for spec in hanging}
             finally:
-                fabrik_addon.unregister()
+                if not registered:
+                    fabrik_addon.unregister()
     return _CENTRES[key]
 
 
