@@ -44,7 +44,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                         release(ob, [chain], ob.evaluated_get(depsgraph))
                     set_status(chain, 'NONE')
             bones = ob.pose.bones
-            arm = armature_frame(ob, depsgraph, cache.get(ob, bones), listed, bones)
+            arm = armature_frame(ob, depsgraph, cache.get(ob, bones, count=False), listed, bones)
         except ChainError as error:
             _mark(listed, str(error))
             continue
