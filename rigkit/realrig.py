@@ -169,3 +169,24 @@ def centre_path(ob, spec: ChainSpec, frames: Sequence[int]) -> list[tuple[float,
         root, end = np.array(ev.pose.bones[names[0]].head), np.array(ev.pose.bones[names[-1]].tail)
         out.append(tuple(root + 0.75 * (end - root)))
     return out
+
+
+def add_fabrik_chains(ob, specs: Sequence[ChainSpec], frames: Sequence[int], tag: str = "") -> dict:
+    """FABRIK chains on ``ob`` for ``specs`` with targets from :func:`add_targets`; the targets of chains
+    that hang below others follow where those chains, solved first, put them (:func:`centre_path`).
+    Returns tip -> ``(chain, target)``. Needs the add-on registered."""
+    from .blender import add_chain
+
+    targets = {}
+
+    def add(group, centres=None):
+        for spec, target, pole in add_targets(ob, group, frames, tag=tag, centres=centres):
+            add_chain(ob, spec.tip, spec.length, target, pole, solver='TWO_BONE' if spec.length == 2 else 'FABRIK')
+            targets[spec.tip] = target
+
+    add([spec for spec in specs if not spec.hangs])
+    hanging = [spec for spec in specs if spec.hangs]
+    if hanging:
+        add(hanging, {spec.tip: centre_path(ob, spec, frames) for spec in hanging})
+    # Looked up at the end: adding to a collection moves its items, so earlier references go stale.
+    return {tip: (ob.fabrik.chains[tip], target) for tip, target in targets.items()}
