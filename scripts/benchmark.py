@@ -126,7 +126,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("solver", "blender", "soft", "quality", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--only", help="blender: only the cases whose name contains this (e.g. 'metarig', 'arm +')")
+    parser.add_argument("--only", help="blender: only the cases whose name contains one of these, comma-separated "
+                        "(e.g. 'metarig,arm +')")
     parser.add_argument("--rounds", type=int, default=3, help="blender: rounds per case (fastest kept)")
     args = parser.parse_args()
     out = {}
