@@ -58,16 +58,19 @@ class StartPose:
     frame_axes: Matrix | None = None  # its axes k, b and k x b as the rows of a matrix
 
 
-def solve(arm: ArmatureFrame, items: list[tuple]) -> None:
+def solve(arm: ArmatureFrame, items: list[tuple], free: bool = True) -> None:
     """Solve ``items`` = [(chain, plan), ...] (chains sharing no bones) and write their rotations.
 
     Quaternion channels are written bone by bone (each write 1-3 us, tagging the armature) or, where
-    that would cost more, all at once after the last chain (:func:`_write_all`).
+    that would cost more, all at once after the last chain (:func:`_write_all`). ``free``: the chains
+    hang below no other chain (the layout's free chains), so the evaluated pose above them holds even
+    after other chains were written this frame, and their start poses are kept between frames (on the
+    Rigify metarig the legs' were made afresh each frame once the spine had been written).
     """
     pending: list[tuple[int, Quaternion]] | None = [] if _write_at_once(arm, items) else None
     for chain, plan in items:
         try:
-            _solve_chain(arm, chain, plan, pending)
+            _solve_chain(arm, chain, plan, pending, free)
         except (ChainError, ValueError) as error:
             diagnostics.record(chain, 'INVALID', str(error))
     if pending:
@@ -113,7 +116,7 @@ def _write_all(arm: ArmatureFrame, pending: list[tuple[int, Quaternion]]) -> Non
     arm.ob.update_tag(refresh={'DATA'})
 
 
-def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool) -> StartPose:
+def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bool = True) -> StartPose:
     """Forward kinematics from the parent, the base rotations and the evaluated location and scale.
 
     The pose without IK seldom changes while its target moves: the result is kept on ``plan`` with the
@@ -129,7 +132,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool) -> Start
     parent = None
     if p < 0:
         key = [None]
-    elif not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
+    elif free or not arm.new_matrices:  # nothing moved above this chain this frame: the evaluated pose holds
         parent = evaluated[names[p]].matrix.copy()
         key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
     else:
@@ -178,11 +181,11 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool) -> Start
     return pose
 
 
-def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None) -> None:
+def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None, free: bool = True) -> None:
     target, pole = chain.target, chain.pole  # each read once: ~1 us a read
     target_hangs, pole_hangs = check_references_once(arm.ob, chain, plan, arm.hangs, target, pole)
     use_stretch = chain.use_stretch
-    pose = _start_pose(arm, plan, use_stretch)
+    pose = _start_pose(arm, plan, use_stretch, free)
     placed = len(pose.segments)
     inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
                           () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), use_stretch)

@@ -82,7 +82,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         for group in arm.layout.dependent:
             chains = [arm.chains[plan.index] for plan in group]
             if len(group) == 1:
-                _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])])
+                _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])],
+                          False)
             else:
                 _isolated(arm, chains, stale if retry else None, tree.solve_group, arm, group)
     for ob in stale:
