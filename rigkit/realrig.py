@@ -8,11 +8,13 @@ constraint and to FABRIK IK; targets follow keyed paths within reach.
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import addon_utils
 import bpy
 import numpy as np
 from mathutils import Vector
@@ -52,8 +54,8 @@ def metarig(name: str = "metarig", location=(0.0, 0.0, 0.0)):
     """Rigify's human metarig (from the Rigify add-on shipped with Blender), linked to the scene: its
     bones (names, rest positions, rolls, parents, connections, rotation modes) as Rigify makes them.
 
-    Rigify builds it once per process (its operator cannot run again after a factory-settings reload,
-    which unregisters it half-way); later calls rebuild the same bones through ``bpy.data``.
+    Rigify builds it once per process, in a child Python process (:func:`_rigify_metarig_bones`); the
+    bones are then made through ``bpy.data``.
     """
     if not _METARIG:
         _METARIG.extend(_rigify_metarig_bones())
@@ -65,21 +67,31 @@ def metarig(name: str = "metarig", location=(0.0, 0.0, 0.0)):
 
 _METARIG: list[tuple] = []  # [(BoneSpec, rotation mode), ...] of Rigify's human metarig
 
+# Run by the same Python in a child process: with Rigify enabled, the bpy 4.2 wheel crashes when its
+# process exits (exit code 139 after all output), and Rigify's operator cannot run again after a
+# factory-settings reload (which unregisters it half-way). The child prints the bones as JSON first.
+_RIGIFY_SCRIPT = """
+import json, bpy
+import addon_utils
+addon_utils.enable("rigify", default_set=True)
+bpy.ops.object.armature_human_metarig_add()
+ob = bpy.context.object
+modes = {pb.name: pb.rotation_mode for pb in ob.pose.bones}
+bpy.ops.object.mode_set(mode='EDIT')
+bones = [[eb.name, list(eb.head), list(eb.tail), eb.parent.name if eb.parent else None, eb.use_connect, eb.roll,
+          modes[eb.name]] for eb in ob.data.edit_bones]
+print("METARIG" + json.dumps(bones), flush=True)
+"""
+
 
 def _rigify_metarig_bones() -> list[tuple]:
-    addon_utils.enable("rigify", default_set=True)
-    try:
-        bpy.ops.object.armature_human_metarig_add()
-        ob = bpy.context.object
-        bpy.ops.object.mode_set(mode='EDIT')
-        bones = [((eb.name, tuple(eb.head), tuple(eb.tail), eb.parent.name if eb.parent else None, eb.use_connect,
-                   eb.roll), ob.pose.bones[eb.name].rotation_mode) for eb in ob.data.edit_bones]
-        bpy.ops.object.mode_set(mode='OBJECT')
-        data = ob.data
-        bpy.data.objects.remove(ob)
-        bpy.data.armatures.remove(data)
-    finally:
-        addon_utils.disable("rigify", default_set=True)
+    result = subprocess.run([sys.executable, "-c", _RIGIFY_SCRIPT], capture_output=True, text=True, timeout=600,
+                            check=False)
+    lines = [line for line in result.stdout.splitlines() if line.startswith("METARIG")]
+    if not lines:
+        raise RuntimeError(f"Rigify's metarig could not be built: {result.stderr[-2000:]}")
+    bones = [((name, tuple(head), tuple(tail), parent, connected, roll), mode)
+             for name, head, tail, parent, connected, roll, mode in json.loads(lines[0][len("METARIG"):])]
     # Parents before children, as :func:`.blender.armature` links them.
     placed: set[str | None] = {None}
     ordered: list[tuple] = []

@@ -11,6 +11,14 @@ from rigkit import realrig
 FRAMES = list(range(1, 7))
 
 
+@pytest.fixture(autouse=True)
+def empty_file_after():
+    """An empty file after each test: the bpy 4.2 wheel crashes when its process exits (code 139, after
+    every test passed) if the add-on is unregistered while a metarig with chains is still loaded."""
+    yield
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+
+
 class Evaluations:
     """Counts how often Blender evaluates an armature's pose: a scripted driver on an empty reads a bone of
     it, and the depsgraph runs the driver again whenever that pose is evaluated again. A second counter
