@@ -79,7 +79,7 @@ def solve(arm: ArmatureFrame, items: list[tuple], free: bool = True) -> None:
 
 # A rotation equal to the bone's channels is not written (nor, in one foreach_set, an armature's
 # rotations none of which changed): every write tags the armature, and Blender then copies and
-# re-evaluates its whole pose (the write floor: 0.01 ms a frame at 2 bones, 0.17 ms at 150, 1.3-2.6 ms at
+# re-evaluates its whole pose (the write floor: 0.01 ms a frame at 2 bones, 0.17 ms at 150, 2.2-3.0 ms at
 # 1000), so a held pose under a still target, or a frame shown again, costs no re-evaluation. Only for
 # bones whose rotation is neither keyed nor driven (those in the cache's ``static_base``): a keyed
 # channel's evaluated value may differ from the original one (a render's depsgraph does not write
