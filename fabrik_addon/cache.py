@@ -78,13 +78,19 @@ def drop(ob) -> None:
     _caches.pop(ob.session_uid, None)
 
 
-def get(ob, bones=None) -> RigCache:
+def get(ob, bones=None, count: bool = True) -> RigCache:
     """The cache of armature object ``ob``, built on first use or after the action changed (``bones``:
-    its ``pose.bones``, when already read)."""
+    its ``pose.bones``, when already read).
+
+    ``count``: rebuild it when the number of bones changed. Counting walks the whole collection (68 us
+    a frame at 1000 bones, more than the solve of a 2-bone arm), so the per-frame solve skips it: the
+    handlers drop every cache when the depsgraph reports an edited armature (:mod:`.handlers`), which
+    adding or deleting bones always does.
+    """
     key = action_key(ob)
     cache = _caches.get(ob.session_uid)
     if cache is None or cache.data_uid != ob.data.session_uid \
-            or len(cache.names) != len(ob.pose.bones if bones is None else bones):
+            or (count and len(cache.names) != len(ob.pose.bones if bones is None else bones)):
         cache = _caches[ob.session_uid] = _build(ob, key)
     elif cache.action_key != key:
         cache.animated, cache.animated_paths = _animated(ob, cache)
@@ -109,16 +115,25 @@ def _build(ob, key: tuple) -> RigCache:
     modes = [pb.rotation_mode for pb in ob.pose.bones]
     stored = np.tile([1.0, 0.0, 0.0, 0.0], (count, 1))
     captured = np.zeros(count, dtype=bool)
+    limited = np.zeros(count, dtype=bool)
+    scaled = set()
+    # Only bones that hold the add-on's properties are read: reading creates them (compat.has_group).
     for i, pb in enumerate(ob.pose.bones):
-        if pb.fabrik_base.captured:
-            stored[i] = pb.fabrik_base.rotation
-            captured[i] = True
+        if compat.has_group(pb, "fabrik_base"):
+            base = pb.fabrik_base
+            if base.captured:
+                stored[i] = base.rotation
+                captured[i] = True
+            if base.scale_captured:
+                scaled.add(i)
+        if compat.has_group(pb, "fabrik_limit"):
+            limited[i] = pb.fabrik_limit.mode != 'NONE'
     cache = RigCache(names, index, parents, rel, lengths, modes, np.array([m == 'QUATERNION' for m in modes]),
                      stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
     cache.animated, cache.animated_paths = _animated(ob, cache)
     cache.data_uid = ob.data.session_uid
-    cache.limited = np.array([pb.fabrik_limit.mode != 'NONE' for pb in ob.pose.bones], dtype=bool)
-    cache.scaled = {i for i, pb in enumerate(ob.pose.bones) if pb.fabrik_base.scale_captured}
+    cache.limited = limited
+    cache.scaled = scaled
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     cache.rel_inverse_rotations = [m.to_quaternion().conjugated() for m in cache.rel_matrices]
     return cache

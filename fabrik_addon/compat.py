@@ -64,3 +64,19 @@ def new_fcurve(fcurves, data_path: str, index: int, group: str):
     if SLOTTED_ACTIONS:
         return fcurves.new(data_path, index=index, group_name=group)
     return fcurves.new(data_path, index=index, action_group=group)
+
+
+def has_group(pose_bone, name: str) -> bool:
+    """Whether the add-on's property group ``name`` (``fabrik_base``, ``fabrik_limit``) is stored on the bone.
+
+    Reading such a group through its property creates it (empty) on the bone. Blender copies every
+    bone's stored properties whenever it re-evaluates the pose, which it does each frame after the
+    add-on writes a chain: with the groups on all 1000 bones of an armature, a frame took 7.6-11.6 ms
+    against 3.8-6.2 without (one 2-bone arm written per frame, same run, interleaved). 5.0 keeps
+    registered properties apart from the user's (``bl_system_properties_get``); 4.2 in the same group.
+    """
+    system = getattr(pose_bone, "bl_system_properties_get", None)
+    if system is None:
+        return pose_bone.get(name) is not None
+    stored = system()
+    return stored is not None and name in stored

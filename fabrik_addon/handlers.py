@@ -162,6 +162,10 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
 @persistent
 def on_frame_change(scene, depsgraph) -> None:
     base_pose.forget_keyed()  # animation was just evaluated: keyed channels are fresh
+    if depsgraph is not None and depsgraph.id_type_updated('ARMATURE'):
+        # Bones edited since the last evaluation (a script, then frame_set): the depsgraph update that
+        # drops the caches comes after this handler, and the solve no longer counts bones (cache.get).
+        request_solve()
     solve_scene(scene, depsgraph)
 
 

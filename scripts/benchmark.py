@@ -1,7 +1,7 @@
 """Benchmarks: the solver core alone, per-frame cost and pose quality in Blender against its own IK constraint.
 
     python scripts/benchmark.py solver [--json]
-    python scripts/benchmark.py blender [--json]
+    python scripts/benchmark.py blender [--json] [--only NAME] [--rounds N]   (micro and real-rig cases)
     python scripts/benchmark.py quality [--json]
     python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
@@ -124,6 +124,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("solver", "blender", "soft", "quality", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--only", help="blender: only the cases whose name contains one of these, comma-separated "
+                        "(e.g. 'metarig,arm +')")
+    parser.add_argument("--rounds", type=int, default=3, help="blender: rounds per case (fastest kept)")
     args = parser.parse_args()
     out = {}
     if args.what in ("solver", "all"):
@@ -141,7 +144,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
         import blender_bench
 
-        out["blender"] = blender_bench.run()
+        out["blender"] = blender_bench.run(args.rounds, args.only)
         if not args.json:
             blender_bench.print_table(out["blender"])
     if args.what in ("quality", "all"):

@@ -1,7 +1,10 @@
 """Per-frame cost in Blender: no IK (baseline), Blender's IK constraint, and FABRIK IK, side by side.
 
 Each case is built four times in one process with the same animated targets: no IK, Blender's IK,
-FABRIK IK, and a write floor (a handler that writes the pose back unchanged, solving nothing). A frame costs
+FABRIK IK, and a write floor (a frame handler that writes the chains' bones back unchanged, the way the
+add-on writes them, and so tags the armature as it does, solving nothing). Micro cases are chains on
+their own; real-rig cases are Rigify's human metarig (:mod:`rigkit.realrig`) and one 2-bone arm on
+armatures that also hold 0, 150 or 1000 other bones. A frame costs
 ``scene.frame_set(f)`` plus ``evaluated_depsgraph_get()`` (what a viewport redraw pays, including
 re-evaluating whatever the handlers wrote); the IK overhead is the median frame time minus the
 baseline's. Reach error is the tip-to-target distance after evaluation.
@@ -12,12 +15,17 @@ from __future__ import annotations
 import math
 import platform
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import bpy
 import numpy as np
 
 import fabrik_addon
+from fabrik_addon.rig import small
+from rigkit import realrig
 from rigkit.blender import add_chain, armature, empty, key_path, straightish_bones
 
 FRAMES = list(range(1, 61))
@@ -30,6 +38,18 @@ CASES = [
     ("crowd 100 x 10", 10, 10, 10, False),
     ("1000 x 3", 10, 100, 3, False),
 ]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One benchmark case: ``build(kind)`` makes its rigs for ``kind`` (see :data:`KINDS`) and returns
+    ``[(armature, tip bone, target, chain length), ...]``."""
+
+    name: str
+    chains: int
+    bones: int | str  # bones per chain
+    build: Callable[[str], list[tuple]]
+    real: bool = False  # a real-rig case (rigs with bones outside the chains)
 
 
 def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> list[tuple]:
@@ -59,8 +79,77 @@ def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> lis
                 # The add-on's defaults (tolerance 0.001, 30 iterations), as a user's new chain has them.
                 add_chain(ob, tip, bones, target, pole_ob, solver='TWO_BONE' if bones == 2 else 'FABRIK',
                           tolerance=0.001, iterations=30)
-            tips.append((ob, tip, target))
+            tips.append((ob, tip, target, bones))
     return tips
+
+
+def build_real(make: Callable[[int], Any], specs: tuple, count: int, kind: str) -> list[tuple]:
+    """``count`` rigs from ``make(k)`` with the chains ``specs`` (:class:`rigkit.realrig.ChainSpec`), targets
+    keyed along the same paths whatever the kind (those of chains hanging below others follow the pose the
+    chains above give them: :func:`_hanging_centres`)."""
+    centres = _hanging_centres(make, specs)
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    scene = bpy.context.scene
+    scene.frame_start, scene.frame_end = FRAMES[0], FRAMES[-1]
+    tips = []
+    for k in range(count):
+        ob = make(k)
+        for spec, target, pole in realrig.add_targets(ob, specs, FRAMES, tag=f"{k}_", centres=centres):
+            if kind == "blender":
+                constraint = ob.pose.bones[spec.tip].constraints.new('IK')
+                constraint.target = target
+                constraint.chain_count = spec.length
+                if pole is not None:
+                    constraint.pole_target = pole
+            elif kind == "fabrik":
+                add_chain(ob, spec.tip, spec.length, target, pole, solver='TWO_BONE' if spec.length == 2 else 'FABRIK',
+                          tolerance=0.001, iterations=30)
+            tips.append((ob, spec.tip, target, spec.length))
+    return tips
+
+
+_CENTRES: dict[tuple, dict] = {}
+
+
+def _hanging_centres(make: Callable[[int], Any], specs: tuple) -> dict:
+    """Tip -> per-frame centres of the target paths of chains that hang below another chain's bones (the
+    metarig's finger under its arm): made once, with FABRIK IK solving the chains above, so each target
+    stays within reach of its chain wherever the chains above put it. Leaves the scene to be reset."""
+    key = tuple(specs)
+    if key not in _CENTRES:
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        bpy.context.scene.frame_start, bpy.context.scene.frame_end = FRAMES[0], FRAMES[-1]
+        ob = make(0)
+        hanging = [spec for spec in specs if spec.hangs]
+        _CENTRES[key] = {}
+        if hanging:
+            registered = hasattr(bpy.types.Object, "fabrik")
+            if not registered:
+                fabrik_addon.register()
+            try:
+                above = [spec for spec in specs if spec not in hanging]
+                for spec, target, pole in realrig.add_targets(ob, above, FRAMES):
+                    add_chain(ob, spec.tip, spec.length, target, pole,
+                              solver='TWO_BONE' if spec.length == 2 else 'FABRIK', tolerance=0.001, iterations=30)
+                _CENTRES[key] = {spec.tip: realrig.centre_path(ob, spec, FRAMES) for spec in hanging}
+            finally:
+                if not registered:
+                    fabrik_addon.unregister()
+    return _CENTRES[key]
+
+
+def cases() -> list[Case]:
+    out = [Case(name, armatures * chains, bones, partial(build, armatures, chains, bones, pole))
+           for name, armatures, chains, bones, pole in CASES]
+    for others in (0, 150, 1000):
+        out.append(Case(f"arm + {others} bones", 1, 2, partial(
+            build_real, lambda k, o=others: realrig.arm_with_others(f"Rig{k}", o), realrig.ARM_CHAINS, 1), True))
+    specs = realrig.METARIG_CHAINS
+    out.append(Case("metarig", len(specs), "2-3", partial(
+        build_real, lambda k: realrig.metarig(f"metarig{k}"), specs, 1), True))
+    out.append(Case("10 metarigs", 10 * len(specs), "2-3", partial(
+        build_real, lambda k: realrig.metarig(f"metarig{k}", (1.5 * k, 0.0, 0.0)), specs, 10), True))
+    return out
 
 
 def measure(tips: list[tuple]) -> tuple[float, float, float]:
@@ -75,7 +164,7 @@ def measure(tips: list[tuple]) -> tuple[float, float, float]:
         scene.frame_set(f)
         depsgraph = bpy.context.evaluated_depsgraph_get()
         times.append(time.perf_counter() - started)
-        for ob, tip, target in tips:
+        for ob, tip, target, _ in tips:
             ev = ob.evaluated_get(depsgraph)
             tail = np.array(ev.matrix_world @ ev.pose.bones[tip].tail)
             errors.append(float(np.linalg.norm(tail - np.array(target.evaluated_get(depsgraph).matrix_world
@@ -83,24 +172,64 @@ def measure(tips: list[tuple]) -> tuple[float, float, float]:
     return float(np.median(times)), float(np.mean(errors)), float(np.max(errors))
 
 
-class WriteFloor:
-    """The least any add-on that writes the pose from a frame handler pays: each frame, write every
-    armature's rotation channels back unchanged (one ``foreach_set``) and tag it, solving nothing.
-    Blender then copies and re-evaluates the armature, which its own IK (evaluated in place) does
-    not need to do."""
+class HandlerClock:
+    """Times the frame handlers (FABRIK IK's, or the write floor's) each frame: one handler put first in
+    ``frame_change_post`` starts the clock, one put last stops it. What the add-on itself does each
+    frame, without Blender's re-evaluation of what it wrote."""
 
-    def __init__(self, obs) -> None:
-        self.obs = obs
-        self.rows = []
-        for ob in obs:
-            flat = np.empty(4 * len(ob.pose.bones), dtype=np.float32)
-            ob.pose.bones.foreach_get("rotation_quaternion", flat)
-            self.rows.append(flat)
+    def __init__(self) -> None:
+        self.started = 0.0
+        self.spans: list[float] = []
+
+    def start(self, _scene, _depsgraph=None) -> None:
+        self.started = time.perf_counter()
+
+    def stop(self, _scene, _depsgraph=None) -> None:
+        self.spans.append(time.perf_counter() - self.started)
+
+    def __enter__(self) -> HandlerClock:
+        bpy.app.handlers.frame_change_post.insert(0, self.start)
+        bpy.app.handlers.frame_change_post.append(self.stop)
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        bpy.app.handlers.frame_change_post.remove(self.start)
+        bpy.app.handlers.frame_change_post.remove(self.stop)
+
+    def median_ms(self) -> float:
+        return float(np.median(self.spans[-len(FRAMES):])) * 1e3
+
+
+class WriteFloor:
+    """The least any add-on that writes the pose from a frame handler pays: each frame, write the chains'
+    bones back unchanged and so tag the armature, solving nothing. As the add-on writes them
+    (:func:`.rig.small._write_at_once`): bone by bone where the chains hold few of the armature's bones,
+    else every bone's rotation in one ``foreach_set`` and a tag. Blender then copies and re-evaluates
+    the armature, which its own IK (evaluated in place) does not need to do."""
+
+    def __init__(self, tips: list[tuple]) -> None:
+        chained: dict[Any, set[str]] = {}
+        for ob, tip, _, length in tips:
+            chain = realrig.chain_bone_names(ob, tip, length)
+            chained.setdefault(ob, set()).update(chain)
+        self.bulk, self.single = [], []
+        for ob, names in chained.items():
+            count = len(ob.pose.bones)
+            if len(names) * small.BULK_BONES_PER_WRITE > count + small.BULK_FIXED_WRITES * small.BULK_BONES_PER_WRITE:
+                flat = np.empty(4 * count, dtype=np.float32)
+                ob.pose.bones.foreach_get("rotation_quaternion", flat)
+                self.bulk.append((ob, flat))
+            else:
+                self.single += [(ob.pose.bones[name], tuple(ob.pose.bones[name].rotation_quaternion))
+                                for name in sorted(names)]
 
     def __call__(self, _scene, _depsgraph=None) -> None:
-        for ob, flat in zip(self.obs, self.rows):
+        for ob, flat in self.bulk:
             ob.pose.bones.foreach_set("rotation_quaternion", flat)
             ob.update_tag(refresh={'DATA'})  # the tag a rotation written through RNA gives, as the add-on's
+        for pose_bone, q in self.single:
+            pose_bone.rotation_quaternion = q  # tags the armature, as the add-on's writes do
+
 
 
 def idle_cost() -> float:
@@ -124,24 +253,26 @@ KINDS = ("none", "blender", "fabrik", "floor")
 ROUNDS = 3
 
 
-def measure_kind(name: str, armatures: int, chains: int, bones: int, pole: bool, kind: str) -> dict:
+def measure_kind(case: Case, kind: str) -> dict:
     """Build one variant of a case in an empty file and measure it."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if kind == "fabrik":
         fabrik_addon.register()
     try:
-        tips = build(armatures, chains, bones, pole, kind)
+        tips = case.build(kind)
         floor = None
         if kind == "floor":
-            floor = WriteFloor(list(dict.fromkeys(ob for ob, _, _ in tips)))
+            floor = WriteFloor(tips)
             bpy.app.handlers.frame_change_post.append(floor)
         try:
-            seconds, mean_error, max_error = measure(tips)
+            with HandlerClock() as clock:
+                seconds, mean_error, max_error = measure(tips)
         finally:
             if floor is not None:
                 bpy.app.handlers.frame_change_post.remove(floor)
-        result = {"ms": seconds * 1e3, "mean_error": mean_error, "max_error": max_error}
-        if kind == "fabrik" and name.startswith("crowd"):
+        result = {"ms": seconds * 1e3, "mean_error": mean_error, "max_error": max_error,
+                  "handler_ms": clock.median_ms()}
+        if kind == "fabrik" and case.name.startswith("crowd"):
             result["idle_us"] = idle_cost()
         return result
     finally:
@@ -149,13 +280,17 @@ def measure_kind(name: str, armatures: int, chains: int, bones: int, pole: bool,
             fabrik_addon.unregister()
 
 
-def run(rounds: int = ROUNDS) -> dict:
+def run(rounds: int = ROUNDS, only: str | None = None) -> dict:
+    """Every case (or those whose name contains one of the comma-separated ``only``), each kind measured
+    ``rounds`` times in turn."""
     rows = []
-    for name, armatures, chains, bones, pole in CASES:
-        row: dict[str, Any] = {"case": name, "chains": armatures * chains, "bones": bones}
+    for case in cases():
+        if only is not None and not any(part.strip() in case.name for part in only.split(",")):
+            continue
+        row: dict[str, Any] = {"case": case.name, "chains": case.chains, "bones": case.bones, "real": case.real}
         for _ in range(rounds):
             for kind in KINDS:
-                result = measure_kind(name, armatures, chains, bones, pole, kind)
+                result = measure_kind(case, kind)
                 if kind not in row or result["ms"] < row[kind]["ms"]:
                     row[kind] = result
         if "idle_us" in row["fabrik"]:
@@ -165,6 +300,10 @@ def run(rounds: int = ROUNDS) -> dict:
             row[kind]["overhead_ms"] = row[kind]["ms"] - baseline
         row["ratio"] = row["fabrik"]["overhead_ms"] / max(row["blender"]["overhead_ms"], 1e-9)
         row["floor_ratio"] = row["floor"]["overhead_ms"] / max(row["blender"]["overhead_ms"], 1e-9)
+        # The add-on's own work: what it costs beyond writing the same bones, per chain.
+        row["above_floor_ms_per_chain"] = (row["fabrik"]["ms"] - row["floor"]["ms"]) / case.chains
+        # The add-on's handler alone (its solve and writes, not Blender's re-evaluation), per chain.
+        row["handler_ms_per_chain"] = row["fabrik"]["handler_ms"] / case.chains
         rows.append(row)
     return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": len(FRAMES),
             "rounds": rounds, "cases": rows}
@@ -174,13 +313,31 @@ def print_table(data: dict) -> None:
     print(f"per-frame IK overhead over no IK ({data['machine']}, {data['frames']} frames, median; "
           f"fastest of {data['rounds']} rounds)")
     print(f"{'case':20s} {'Blender IK ms':>14s} {'FABRIK IK ms':>13s} {'ratio':>7s} {'write floor ms':>15s} "
-          f"{'floor ratio':>12s} {'Blender max err':>16s} {'FABRIK max err':>15s}")
+          f"{'floor ratio':>12s} {'above floor/chain':>18s} {'handler/chain':>14s} {'Blender max err':>16s} "
+          f"{'FABRIK max err':>15s}")
     for row in data["cases"]:
         print(f"{row['case']:20s} {row['blender']['overhead_ms']:14.3f} {row['fabrik']['overhead_ms']:13.3f} "
               f"{row['ratio']:7.2f} {row['floor']['overhead_ms']:15.3f} {row['floor_ratio']:12.2f} "
+              f"{row['above_floor_ms_per_chain']:18.4f} {row['handler_ms_per_chain']:14.4f} "
               f"{row['blender']['max_error']:16.2e} {row['fabrik']['max_error']:15.2e}")
-    print("write floor: the same rigs, a handler that only writes the rotations back unchanged and tags the "
-          "armature (no solve); a ratio below the floor ratio is out of reach for a Python add-on")
+    print("write floor: the same rigs, a frame handler that only writes the chains' bones back unchanged, as the "
+          "add-on writes them, tagging the armature (no solve); a ratio below the floor ratio is out of reach for a "
+          "Python add-on. above floor/chain: (FABRIK IK - write floor) / chains, ms; handler/chain: FABRIK IK's frame "
+          "handler alone (median), per chain, ms")
+    arms = {row["case"]: row for row in data["cases"] if row["case"].startswith("arm + ")}
+    small_arm, big_arm = arms.get("arm + 0 bones"), arms.get("arm + 1000 bones")
+    if small_arm and big_arm:
+        print(f"one arm, 1000 other bones against none: write floor x{_growth(big_arm, small_arm, 'floor'):.1f}, "
+              f"FABRIK IK above the floor x{_above(big_arm) / _above(small_arm):.2f}, FABRIK IK's handler "
+              f"x{big_arm['handler_ms_per_chain'] / small_arm['handler_ms_per_chain']:.2f}")
     idle = [row["idle_us"] for row in data["cases"] if "idle_us" in row]
     if idle:
         print(f"idle depsgraph handler cost (nothing changed, 100 chains): {idle[0]:.1f} us per update")
+
+
+def _above(row: dict) -> float:
+    return row["above_floor_ms_per_chain"]
+
+
+def _growth(row: dict, base: dict, kind: str) -> float:
+    return row[kind]["overhead_ms"] / max(base[kind]["overhead_ms"], 1e-9)

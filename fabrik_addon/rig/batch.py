@@ -117,6 +117,7 @@ class Table:
     scale: np.ndarray  # (B, 3) evaluated
     base: np.ndarray  # (B, 4) rotation without IK
     written: np.ndarray  # (B, 4) quaternion channels to write back (the current ones where unsolved)
+    current: np.ndarray  # (B, 4) float32: the quaternion channels as read
     rel: np.ndarray  # (B, 4, 4) rest relative to the parent's rest
     lengths: np.ndarray  # (B,)
     quaternion: np.ndarray  # (B,) bool: rotation mode QUATERNION
@@ -201,6 +202,7 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
         columns["scale"].append(adapter.bulk_read(arm.ev_bones, "scale", count, 3))
         columns["base"].append(base_rotations(arm.ob, arm.ev, np.concatenate(used), cache))
         columns["written"].append(adapter.bulk_read(arm.bones, "rotation_quaternion", count, 4))
+        columns["current"].append(columns["written"][-1].astype(np.float32))
         columns["rel"].append(cache.rel)
         columns["lengths"].append(cache.lengths)
         columns["quaternion"].append(cache.quaternion)
@@ -236,8 +238,14 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
         _write(table, group)
     for part in parts:
         if part.wrote:
-            count = len(part.arm.cache.names)
-            adapter.write_quaternions(part.arm.ob, table.written[part.offset:part.offset + count])
+            cache = part.arm.cache
+            rows = slice(part.offset, part.offset + len(cache.names))
+            # Nothing changed (a still target, a frame shown again): no write, so no re-evaluation of the
+            # armature; as in .small (where the reason is), not with keyed or driven rotations.
+            if not cache.animated.any() and np.array_equal(table.written[rows].astype(np.float32),
+                                                           table.current[rows]):
+                continue
+            adapter.write_quaternions(part.arm.ob, table.written[rows])
 
 
 def _blocks(arm: ArmatureFrame, items: list[tuple]) -> dict[int, Block]:

@@ -322,33 +322,34 @@ def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[boo
     return matrix
 
 
-def rest_relative(bone) -> np.ndarray:
-    """Rest matrix of a bone relative to its parent's rest matrix (armature space for a root bone)."""
-    local = adapter.matrix_to_np(bone.matrix_local)
-    if bone.parent is None:
-        return local
-    return np.linalg.inv(adapter.matrix_to_np(bone.parent.matrix_local)) @ local
-
-
 def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
     """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone).
 
     A parent already moved by another chain this frame is taken from that solve; a parent below
-    such a bone is recomputed from it; any other is taken from the evaluated pose.
+    such a bone is recomputed from it; any other is taken from the evaluated pose. The walk goes by
+    the cache's parent indices and rest matrices (reading them from the bones, inverting a rest matrix
+    each time, cost 0.35 of the metarig's 0.49 s over 60 frames).
     """
-    parent = bone.parent
-    if parent is None:
+    rig_cache = arm.cache
+    return _posed(arm, int(rig_cache.parents[rig_cache.index[bone.name]]))
+
+
+def _posed(arm: ArmatureFrame, i: int) -> np.ndarray:
+    """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1): see :func:`parent_matrix`."""
+    if i < 0:
         return np.eye(4)
-    if parent.name in arm.new_matrices:
-        return arm.new_matrices[parent.name]
-    walk = parent.parent
-    while walk is not None and walk.name not in arm.new_matrices:
-        walk = walk.parent
-    if walk is None:
-        return adapter.matrix_to_np(arm.ev_bones[parent.name].matrix)
-    pb = arm.ev_bones[parent.name]
-    basis = adapter.matrix_to_np(pb.matrix_basis)
-    return parent_matrix(arm, parent) @ rest_relative(parent) @ basis
+    rig_cache, moved = arm.cache, arm.new_matrices
+    names, parents = rig_cache.names, rig_cache.parents
+    name = names[i]
+    if name in moved:
+        return moved[name]
+    walk = parents[i]
+    while walk >= 0 and names[walk] not in moved:
+        walk = parents[walk]
+    if walk < 0:
+        return adapter.matrix_to_np(arm.ev_bones[name].matrix)
+    basis = adapter.matrix_to_np(arm.ev_bones[name].matrix_basis)
+    return _posed(arm, int(parents[i])) @ rig_cache.rel[i] @ basis
 
 
 def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], joints: np.ndarray,

@@ -14,7 +14,7 @@ from .. import adapter, cache, diagnostics
 from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve.SMALL_BONES
 from . import batch, inputs, renames, small, tree
 from .base_pose import release, remember_written, restore_base, restore_scale
-from .inputs import ArmatureFrame, armature_frame, parent_matrix, rest_relative
+from .inputs import ArmatureFrame, armature_frame, parent_matrix
 from .plan import ChainError, bone_depth, set_status
 
 
@@ -42,7 +42,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                         release(ob, [chain], ob.evaluated_get(depsgraph))
                     set_status(chain, 'NONE')
             bones = ob.pose.bones
-            arm = armature_frame(ob, depsgraph, cache.get(ob, bones), listed, bones)
+            arm = armature_frame(ob, depsgraph, cache.get(ob, bones, count=False), listed, bones)
         except ChainError as error:
             _mark(listed, str(error))
             continue
@@ -67,7 +67,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                 or (scaled and not scaled.isdisjoint(p.idx)) or arm in released
             (few if few_chain else many).append((chain, p))
         if few:
-            _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few)
+            # free: nothing above these chains moved this frame, unless bones a chain dropped were released
+            _isolated(arm, [c for c, _ in few], stale if retry else None, small.solve, arm, few, arm not in released)
         if many:
             batched.append((arm, many))
     if batched:
@@ -161,8 +162,8 @@ def release_dropped(arm: ArmatureFrame) -> bool:
             restore_scale(pb)
             # The chains solved below it read this, not the evaluated pose, which still holds the old one.
             q = adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))
-            arm.new_matrices[name] = parent_matrix(arm, bone) @ rest_relative(bone) @ adapter.basis_matrix(
-                ev.location, q, pb.scale)
+            rel = arm.cache.rel[arm.cache.index[name]]  # rest matrix relative to the parent's
+            arm.new_matrices[name] = parent_matrix(arm, bone) @ rel @ adapter.basis_matrix(ev.location, q, pb.scale)
         except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
             print(f"FABRIK IK: '{arm.ob.name}': could not restore the pose without IK of '{name}': {error}")
     return True
