@@ -359,18 +359,22 @@ def _reach(live: np.ndarray, b: int) -> float:
     return float(np.linalg.norm(live - head, axis=-1).max())
 
 
-def _reduce(mode: str, track: np.ndarray, budget: float) -> np.ndarray:
+def _reduce(mode: str, track: np.ndarray, budget: float, error=None) -> np.ndarray:
     """Douglas-Peucker over frames: keep the fewest keys whose linear interpolation stays within
-    ``budget`` radians of every sampled rotation, interpolating channels the way Blender plays them."""
+    ``budget`` radians of every sampled rotation, interpolating channels the way Blender plays them.
+    ``error(a, b)``, when given, measures the samples between keys ``a`` and ``b`` instead."""
     keep = {0, len(track) - 1}
     stack = [(0, len(track) - 1)]
     while stack:
         a, b = stack.pop()
         if b - a < 2:
             continue
-        t = (np.arange(a + 1, b) - a) / (b - a)
-        between = track[a] + t[:, None] * (track[b] - track[a])
-        errors = np.array([_angle(mode, x, y) for x, y in zip(between, track[a + 1:b])])
+        if error is not None:
+            errors = error(a, b)
+        else:
+            t = (np.arange(a + 1, b) - a) / (b - a)
+            between = track[a] + t[:, None] * (track[b] - track[a])
+            errors = np.array([_angle(mode, x, y) for x, y in zip(between, track[a + 1:b])])
         worst = int(np.argmax(errors))
         if errors[worst] > budget:
             k = a + 1 + worst

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import bpy
 import numpy as np
@@ -21,13 +22,13 @@ from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from . import adapter, bake, compat, handlers, pole, snap
 from .polls import active_armature
-from .rig.plan import ChainError, chain_bones
+from .rig.plan import ChainError, chain_bones, check_dependencies
 
 TRANSFORM = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
 # Tries of a reduction: the budget given to each control's keys, as a fraction of the tolerance. The
 # joints can move more than their target (a limb near straight), so a budget whose keys measure over
 # the tolerance is tightened; the last try keeps every key.
-REDUCE_BUDGETS = (1.0, 0.25, 0.0625, 0.0)
+REDUCE_BUDGETS = (1.0, 0.5, 0.25, 0.125, 0.0)
 
 
 @dataclass
@@ -145,10 +146,13 @@ def bake_controls(context, ob, indices: list[int], options: ControlsOptions, pro
             chains[i].influence = 1.0
     lengths = {i: float(np.linalg.norm(np.diff(joints[i][0], axis=0), axis=1).sum()) for i in bones}
     budgets = REDUCE_BUDGETS if options.reduce_tolerance > 0.0 else (0.0,)
+    where = [frames.index(frame) for frame in keyed]
+    reaches = {_key_of(chains[i].target, chains[i].target_bone): (joints[i][where, 0], lengths[i])
+               for i in bones if len(bones[i]) >= 2}
     done = len(frames) + len(keyed)
     try:
         for attempt, budget in enumerate(budgets):
-            keys = _write(controls, values, keyed, frames, lengths, options.reduce_tolerance * budget)
+            keys = _write(controls, values, keyed, frames, reaches, options.reduce_tolerance * budget)
             error, relative = _measure(context, ob, bones, joints, frames, lengths)
             if progress:
                 progress(min(done + len(frames) * (attempt + 1), total - 1), total)
@@ -218,7 +222,7 @@ def _check(ob, indices: list[int], options: ControlsOptions) -> dict[int, list[s
         except ChainError as error:
             raise ValueError(rpt_("Chain '{}': {}").format(chain.name, str(error))) from error
         missing = [label for label, thing, needed in ((rpt_("target"), chain.target, True),
-                                                      (rpt_("pole"), chain.pole, len(bones[i]) >= 2))
+                                                      (rpt_("pole"), chain.pole, _wants_pole(ob, i, bones[i])))
                    if needed and thing is None]
         if missing and not options.create_controls:
             raise ValueError(rpt_("Chain '{}' has no {}: set it, or turn on Create Controls").format(
@@ -227,6 +231,10 @@ def _check(ob, indices: list[int], options: ControlsOptions) -> dict[int, list[s
             problem = snap._reference_problem(ob, chain, bones[i])
             if problem:
                 raise ValueError(problem)
+        try:  # a control that moves with the chain's own bones (only the plan's bones are read)
+            check_dependencies(ob, chain, SimpleNamespace(bones=bones[i]))
+        except ChainError as error:
+            raise ValueError(rpt_("Chain '{}': {}").format(chain.name, str(error))) from error
         for thing, bone in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
             if thing is not None:
                 problem = _held(Control(thing, bone, False))
@@ -250,14 +258,21 @@ def _held(control: Control) -> str:
     return ""
 
 
+def _wants_pole(ob, index: int, names: list[str]) -> bool:
+    """Whether a chain needs a pole: it bends (two bones or more) and is solved alone. Chains of a tree
+    (sharing bones) keep their bend through the shared bones, and a pole added there would fight it
+    (0.048 chain lengths off on a spine carrying two arms)."""
+    return len(names) >= 2 and len(snap.snap_group(ob, index)) == 1
+
+
 def _create_controls(ob, bones: dict[int, list[str]]) -> list[bpy.types.Object]:
-    """Empties for missing targets (and poles of chains that bend), in the armature's collection."""
+    """Empties for missing targets (and poles, :func:`_wants_pole`), in the armature's collection."""
     made = []
     collection = ob.users_collection[0] if ob.users_collection else bpy.context.scene.collection
     size = 0.1 * max(ob.dimensions) if max(ob.dimensions) > 0 else 0.1
     for i, names in bones.items():
         chain = ob.fabrik.chains[i]
-        for slot, shape, needed in (("target", 'SPHERE', True), ("pole", 'CONE', len(names) >= 2)):
+        for slot, shape, needed in (("target", 'SPHERE', True), ("pole", 'CONE', _wants_pole(ob, i, names))):
             if not needed or getattr(chain, slot) is not None:
                 continue
             empty = bpy.data.objects.new(f"{chain.name}_{slot}", None)
@@ -298,19 +313,24 @@ def _place(context, ob, bones, controls, fk, sides, frames, keyed, progress, tot
             for key, control in controls.items():
                 owner = control.owner()
                 rotation = adapter.read_rotation(owner) if control.rotation else ()
-                values[key].append((tuple(owner.location), rotation))
+                world: tuple[float, ...] = tuple(snap._world_matrix(context, control.thing, control.bone).translation)
+                values[key].append((tuple(owner.location), rotation, world))
             if progress:
                 progress(len(frames) + n + 1, total)
     return values
 
 
-def _write(controls, values, keyed: list[int], frames: list[int], lengths: dict[int, float],
-           tolerance: float) -> int:
+def _key_of(thing, bone: str) -> tuple[int, str]:
+    return Control(thing, bone, False).key()
+
+
+def _write(controls, values, keyed: list[int], frames: list[int], reaches: dict, tolerance: float) -> int:
     """Replace the controls' keys inside the range by linear keys at ``keyed`` frames (fewer within
-    ``tolerance``, a distance); returns the keys written."""
+    ``tolerance``, a distance); returns the keys written. ``reaches``: control key -> (the chain's root at
+    the keyed frames, its length) for the targets of chains that bend."""
     written = 0
     at = np.array(keyed, dtype=np.float64)
-    scale = max(lengths.values())
+    scale = max((length for _roots, length in reaches.values()), default=1.0)
     for key, control in controls.items():
         owner = control.owner()
         fcurves = compat.ensure_fcurves(control.thing)
@@ -319,19 +339,39 @@ def _write(controls, values, keyed: list[int], frames: list[int], lengths: dict[
         if not (control.is_bone() and owner.bone.use_connect):
             # Location: a key may go while every coordinate stays within tolerance / sqrt(3) (the distance
             # within tolerance): ``bake._reduce`` measures a 'SCALE' track by its largest coordinate.
-            tracks.append(("location", 'SCALE', np.array([v[0] for v in values[key]]), tolerance / np.sqrt(3.0)))
+            error = _target_error(np.array([v[2] for v in values[key]]), *reaches[key]) if key in reaches else None
+            tracks.append(("location", 'SCALE', np.array([v[0] for v in values[key]]),
+                           tolerance if error else tolerance / np.sqrt(3.0), error))
         if control.rotation:
             mode = owner.rotation_mode
             track = bake._continuous(mode, np.array([v[1] for v in values[key]], dtype=np.float64))
-            tracks.append((adapter.rotation_path(mode), mode, track, tolerance / scale))
-        for attribute, mode, track, budget in tracks:
-            keep = bake._reduce(mode, track, budget) if budget > 0.0 else np.arange(len(track))
+            tracks.append((adapter.rotation_path(mode), mode, track, tolerance / scale, None))
+        for attribute, mode, track, budget, error in tracks:
+            keep = bake._reduce(mode, track, budget, error) if budget > 0.0 else np.arange(len(track))
             path = control.path(attribute)
             for index in range(track.shape[1]):
                 fcurve = fcurves.find(path, index=index) or compat.new_fcurve(fcurves, path, index, group)
                 bake._replace_keys(fcurve, frames[0], frames[-1], at[keep], track[keep, index])
                 written += len(keep)
     return written
+
+
+def _target_error(placed: np.ndarray, roots: np.ndarray, length: float):
+    """How far dropping the keys between keyed frames ``a`` and ``b`` moves a target's chain: the target's
+    own move (world positions ``placed``), or the change of bend its distance from the chain's root
+    (``roots``) makes, whichever is larger. Near full reach a straight line between two keys pulls the
+    target in, and the bend of a limb of ``length`` grows with the square root of that (a two-bone limb's
+    joint sits sqrt(length^2 - distance^2) / 2 off the line)."""
+    def bend(points: np.ndarray, start: int, stop: int) -> np.ndarray:
+        distance = np.linalg.norm(points - roots[start:stop], axis=1)
+        return 0.5 * np.sqrt(np.maximum(length * length - distance * distance, 0.0))
+
+    def error(a: int, b: int) -> np.ndarray:
+        t = (np.arange(a + 1, b) - a) / (b - a)
+        between = placed[a] + t[:, None] * (placed[b] - placed[a])
+        moved = np.linalg.norm(between - placed[a + 1:b], axis=1)
+        return np.maximum(moved, np.abs(bend(between, a + 1, b) - bend(placed[a + 1:b], a + 1, b)))
+    return error
 
 
 def _measure(context, ob, bones, joints, frames, lengths) -> tuple[float, float]:
