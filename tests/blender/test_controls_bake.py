@@ -305,6 +305,29 @@ def test_step_and_reduction_keep_fewer_keys_and_report_the_true_distance():
     assert distance <= tolerance
 
 
+def test_the_default_range_is_the_preview_range():
+    ob, fk = walk_with_chains(frames=12)
+    scene = bpy.context.scene
+    scene.use_preview_range, scene.frame_preview_start, scene.frame_preview_end = True, 3, 7
+    ob.fabrik.active_chain_index = 0
+    assert bpy.ops.pose.fabrik_bake_controls() == {'FINISHED'}
+    frames = [co[0] for co in keys_of(ob.fabrik.chains[0].target)[("location", 0)]]
+    assert frames == [3.0, 4.0, 5.0, 6.0, 7.0]
+
+
+def test_without_enable_chains_the_chains_stay_as_they_were():
+    rig = small_rig()  # the rig is switched off
+    chain = rig.chains[0]
+    chain.influence = 0.3
+    fk = record(rig.ob, rig.chains, range(1, 11))
+    assert bpy.ops.pose.fabrik_bake_controls(frame_start=1, frame_end=10, enable_chains=False) == {'FINISHED'}
+    assert not rig.ob.fabrik.enabled and chain.enabled and chain.influence == pytest.approx(0.3)
+    assert len(keys_of(chain.target)[("location", 2)]) == 10
+    rig.ob.fabrik.enabled, chain.influence = True, 1.0
+    _, relative = worst(fk, record(rig.ob, rig.chains, range(1, 11)))
+    assert relative <= PLAYBACK
+
+
 # --- the Rigify metarig --------------------------------------------------------------------------------------------
 
 def test_a_rigify_metarig_animation_converts_to_controls(solve_path):
