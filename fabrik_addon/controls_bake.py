@@ -168,7 +168,7 @@ def bake_controls(context, ob, indices: list[int], options: ControlsOptions, pro
     if progress:
         progress(total, total)
     return ControlsResult([chains[i].name for i in bones], len(frames), keys, error, relative,
-                          time.perf_counter() - started, [ob.name for ob in created], notes)
+                          time.perf_counter() - started, [empty.name for empty in created], notes)
 
 
 def steady_sides(joints: np.ndarray, fallback: np.ndarray) -> np.ndarray:
