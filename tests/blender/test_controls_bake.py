@@ -573,3 +573,18 @@ def test_the_ik_fk_panel_and_the_pose_menu_offer_it():
     ui.draw_pose_menu(SimpleNamespace(layout=Layout(shown)), bpy.context)
     assert shown == ["pose.fabrik_bake_controls"]
     assert ui.draw_pose_menu in bpy.types.VIEW3D_MT_pose.draw._draw_funcs
+
+
+def test_a_sparse_bake_reads_keys_of_control_bones_and_ignores_keys_outside_the_range():
+    rig = arm_rig()
+    chain = rig.chains[0]
+    controls = armature("Controls", [("elbow", (0, 0, 0), (0, 0.1, 0), None, False, 0.0)])
+    chain.pole, chain.pole_bone = controls, "elbow"
+    pb = controls.pose.bones["elbow"]
+    for frame, point in ((-3, (0.0, 2.0, 1.0)), (7, (0.5, 2.0, 1.2)), (18, (-0.5, 2.0, 0.8)), (40, (0, 2, 1))):
+        pb.location = point
+        pb.keyframe_insert("location", frame=frame)
+    bpy.context.view_layer.objects.active = rig.ob
+    assert bpy.ops.pose.fabrik_bake(frame_start=2, frame_end=25, key_frames='CONTROLS') == {'FINISHED'}
+    keyed = sorted({co[0] for key, points in keys_of(rig.ob).items() if "rotation" in key[0] for co in points})
+    assert keyed == [2.0, 7.0, 18.0, 25.0]
