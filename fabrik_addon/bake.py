@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import bpy
 import numpy as np
 from bpy.app.translations import pgettext_rpt as rpt_
-from bpy.props import BoolProperty, FloatProperty, IntProperty
+from bpy.props import BoolProperty, EnumProperty, FloatProperty, IntProperty
 from mathutils import Euler, Quaternion
 
 from . import adapter, compat, diagnostics, handlers
@@ -57,12 +57,16 @@ class BakeOptions:
     step: int = 1  # key every Nth frame; the last frame is always keyed
     reduce_tolerance: float = 0.0  # 0 keeps every key; above 0, drop keys while the pose stays within it
     disable_chains: bool = True  # switch the baked chains off afterwards so the keys play
+    only_frames: list[int] | None = None  # key only these frames of the range (and its ends), not every step-th
 
     def frames(self) -> list[int]:
         """Every frame of the range: each is sampled and measured."""
         return list(range(self.frame_start, self.frame_end + 1))
 
     def keyed_frames(self) -> list[int]:
+        if self.only_frames is not None:
+            inside = {f for f in self.only_frames if self.frame_start <= f <= self.frame_end}
+            return sorted(inside | {self.frame_start, self.frame_end})
         frames = list(range(self.frame_start, self.frame_end + 1, self.step))
         if frames[-1] != self.frame_end:
             frames.append(self.frame_end)
@@ -355,18 +359,22 @@ def _reach(live: np.ndarray, b: int) -> float:
     return float(np.linalg.norm(live - head, axis=-1).max())
 
 
-def _reduce(mode: str, track: np.ndarray, budget: float) -> np.ndarray:
+def _reduce(mode: str, track: np.ndarray, budget: float, error=None) -> np.ndarray:
     """Douglas-Peucker over frames: keep the fewest keys whose linear interpolation stays within
-    ``budget`` radians of every sampled rotation, interpolating channels the way Blender plays them."""
+    ``budget`` radians of every sampled rotation, interpolating channels the way Blender plays them.
+    ``error(a, b)``, when given, measures the samples between keys ``a`` and ``b`` instead."""
     keep = {0, len(track) - 1}
     stack = [(0, len(track) - 1)]
     while stack:
         a, b = stack.pop()
         if b - a < 2:
             continue
-        t = (np.arange(a + 1, b) - a) / (b - a)
-        between = track[a] + t[:, None] * (track[b] - track[a])
-        errors = np.array([_angle(mode, x, y) for x, y in zip(between, track[a + 1:b])])
+        if error is not None:
+            errors = error(a, b)
+        else:
+            t = (np.arange(a + 1, b) - a) / (b - a)
+            between = track[a] + t[:, None] * (track[b] - track[a])
+            errors = np.array([_angle(mode, x, y) for x, y in zip(between, track[a + 1:b])])
         worst = int(np.argmax(errors))
         if errors[worst] > budget:
             k = a + 1 + worst
@@ -381,6 +389,27 @@ def _angle(mode: str, played, sampled) -> float:
     p = adapter.quaternion_from_channels(mode, tuple(played))
     s = adapter.quaternion_from_channels(mode, tuple(sampled))
     return p.rotation_difference(s).angle if isinstance(p, Quaternion) else 0.0
+
+
+def control_key_frames(ob, chain_indices: list[int]) -> list[int]:
+    """Whole frames at which the chains' targets, poles (their transform channels) or influences have a key:
+    where the animator keyed the controls. Keys between frames count at the nearest frame."""
+    frames: set[int] = set()
+
+    def collect(thing, paths) -> None:
+        for fcurve in compat.animated_fcurves(thing):
+            if fcurve.data_path in paths:
+                frames.update(round(point.co.x) for point in fcurve.keyframe_points)
+
+    transform = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
+    for i in chain_indices:
+        chain = ob.fabrik.chains[i]
+        collect(ob, {chain.path_from_id("influence")})
+        for thing, bone in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
+            if thing is not None:
+                is_bone = thing.type == 'ARMATURE' and bool(bone)
+                collect(thing, {adapter.bone_path(bone, name) if is_bone else name for name in transform})
+    return sorted(frames)
 
 
 def default_range(scene) -> tuple[int, int]:
@@ -420,6 +449,14 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         description="0 keeps every key; above 0, drop keys while the pose stays within this distance",
         min=0.0, default=0.0, subtype='DISTANCE',
     )
+    key_frames: EnumProperty(  # type: ignore[valid-type]
+        name="Key Frames", description="Which frames of the range get bone keys",
+        items=(('ALL', "All", "Every frame (every Step-th)"),
+               ('CONTROLS', "Controls",
+                "Only where the chains' targets, poles or influences have a key, and the range ends: the "
+                "baked action stays as editable as the controls")),
+        default='ALL',
+    )
 
     @classmethod
     def poll(cls, context):
@@ -454,8 +491,9 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         wm = context.window_manager
         wm.progress_begin(0, 100)
         try:
+            only = control_key_frames(ob, indices) if self.key_frames == 'CONTROLS' else None
             options = BakeOptions(self.frame_start, self.frame_end, self.step, self.reduce_tolerance,
-                                  self.disable_chains)
+                                  self.disable_chains, only)
             result = bake_chains(context, ob, indices, options,
                                  progress=lambda done, total: wm.progress_update(int(100 * done / total)))
         except ValueError as error:

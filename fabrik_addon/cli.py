@@ -1,7 +1,10 @@
 """The ``fabrik_bake`` command: bake a .blend file's FABRIK IK chains to keyframes without the UI.
 
     blender --command fabrik_bake scene.blend --frames 1-250 --output baked.blend
+    blender --command fabrik_bake mocap.blend --frames 1-250 --to-controls --output controls.blend
 
+With ``--to-controls`` it goes the other way: the bones' own (FK or motion-capture) animation becomes keys on
+every chain's target and pole (:mod:`.controls_bake`), so a farm can convert a mocap library.
 :mod:`.registration` registers :func:`run` with ``bpy.utils.register_cli_command`` (Blender 4.2+), so
 the command works wherever the extension is enabled (a render-farm worker needs no repository);
 ``scripts/bake.py`` runs the same function with the bpy wheel.
@@ -58,6 +61,7 @@ class Options:
     output: Path | None
     in_place: bool
     enable_chains: bool
+    to_controls: bool = False
 
 
 def parser(prog: str = "blender --command " + COMMAND) -> argparse.ArgumentParser:
@@ -75,6 +79,9 @@ def parser(prog: str = "blender --command " + COMMAND) -> argparse.ArgumentParse
     where.add_argument("--in-place", action="store_true", help="overwrite the input file instead")
     p.add_argument("--enable-chains", action="store_true",
                    help="switch disabled chains and rigs on first (a bake switches its chains off)")
+    p.add_argument("--to-controls", action="store_true",
+                   help="the other way round: key every chain's target and pole (made as empties when missing) so "
+                   "that IK plays back the bones' own (FK or mocap) animation; the chains are switched on")
     return p
 
 
@@ -116,7 +123,8 @@ def parse(argv: list[str], prog: str | None = None) -> Options:
                              "pass --in-place (without --output) to overwrite it")
         if not output.parent.is_dir():
             raise UsageError(f"the folder of --output '{args.output}' does not exist")
-    return Options(scene, start, end, args.step, args.reduce, output, args.in_place, args.enable_chains)
+    return Options(scene, start, end, args.step, args.reduce, output, args.in_place, args.enable_chains,
+                   args.to_controls)
 
 
 def check_scene(path: Path) -> None:
@@ -159,6 +167,8 @@ def bake_open_file(options: Options) -> int:
     scene = bpy.context.scene
     name = options.scene.name
     armatures = [ob for ob in scene.objects if ob.type == 'ARMATURE' and len(ob.fabrik.chains)]
+    if options.to_controls:
+        return _to_controls(options, armatures)
     if options.enable_chains:
         for ob in armatures:
             ob.fabrik.enabled = True
@@ -188,6 +198,34 @@ def bake_open_file(options: Options) -> int:
         print(f"{ob.name}: baked {result.frames} frames, {result.bones} bones, {result.keys} keys in "
               f"{result.seconds:.2f} s ({fps:.0f} frames/s); live IK vs keys: max {result.max_error:.3g}, "
               f"mean {result.mean_error:.3g}")
+    return _save(options)
+
+
+def _to_controls(options: Options, armatures: list) -> int:
+    """``--to-controls``: every chain of every armature with chains, its targets and poles keyed from its FK."""
+    from . import controls_bake
+
+    if not armatures:
+        print(f"error: '{options.scene.name}' has no armature with FABRIK chains", file=sys.stderr)
+        return USAGE_ERROR
+    for ob in armatures:
+        try:
+            result = controls_bake.bake_controls(bpy.context, ob, list(range(len(ob.fabrik.chains))),
+                                                 controls_bake.ControlsOptions(options.start, options.end,
+                                                                               options.step, options.reduce))
+        except ValueError as error:
+            print(f"error: {ob.name}: {error}", file=sys.stderr)
+            return BAKE_ERROR
+        created = f"; new: {', '.join(result.created)}" if result.created else ""
+        print(f"{ob.name}: keyed the controls of {len(result.chains)} chains over {result.frames} frames "
+              f"({result.keys} keys{created}) in {result.seconds:.2f} s; IK playback vs FK: largest joint "
+              f"distance {result.max_error:.3g} ({result.max_relative:.2g} chain lengths)")
+        for note in result.notes:
+            print(f"{ob.name}: {note}")
+    return _save(options)
+
+
+def _save(options: Options) -> int:
     target = options.scene if options.in_place else options.output
     try:
         bpy.ops.wm.save_as_mainfile(filepath=str(target), copy=not options.in_place)

@@ -20,15 +20,33 @@ def pole_position(joints, side) -> np.ndarray:
     heads = np.asarray(joints, dtype=np.float64)
     root, tip = heads[0], heads[-1]
     length = float(np.linalg.norm(np.diff(heads, axis=0), axis=1).sum())
-    axis = tip - root
-    norm = float(np.linalg.norm(axis))
-    axis = axis / norm if norm > 1e-9 * length else np.array([0.0, 0.0, 1.0])
-    bend = heads[1:-1].mean(axis=0) - root if len(heads) > 2 else np.zeros(3)
-    bend = bend - (bend @ axis) * axis
-    if np.linalg.norm(bend) <= STRAIGHT * length:
+    axis = _axis(heads)
+    bend = bend_side(heads)
+    if bend is None:
         bend = np.asarray(side, dtype=np.float64)
         bend = bend - (bend @ axis) * axis
         if np.linalg.norm(bend) <= STRAIGHT:  # the hint lies along the chain: any perpendicular will do
             bend = np.cross(axis, [1.0, 0.0, 0.0] if abs(axis[0]) < 0.9 else [0.0, 1.0, 0.0])
-    bend = bend / np.linalg.norm(bend)
+        bend = bend / np.linalg.norm(bend)
     return root + 0.5 * (tip - root) + bend * length
+
+
+def bend_side(joints) -> np.ndarray | None:
+    """Unit direction (3,) the chain pose ``joints`` bends to, off its root-tip line (the interior
+    joints' centroid); None when it is straight (a bend within ``STRAIGHT`` of its length)."""
+    heads = np.asarray(joints, dtype=np.float64)
+    if len(heads) <= 2:
+        return None
+    length = float(np.linalg.norm(np.diff(heads, axis=0), axis=1).sum())
+    axis = _axis(heads)
+    bend = heads[1:-1].mean(axis=0) - heads[0]
+    bend = bend - (bend @ axis) * axis
+    norm = float(np.linalg.norm(bend))
+    return None if norm <= STRAIGHT * length else bend / norm
+
+
+def _axis(heads: np.ndarray) -> np.ndarray:
+    length = float(np.linalg.norm(np.diff(heads, axis=0), axis=1).sum())
+    axis = heads[-1] - heads[0]
+    norm = float(np.linalg.norm(axis))
+    return axis / norm if norm > 1e-9 * length else np.array([0.0, 0.0, 1.0])

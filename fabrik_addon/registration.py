@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake, cli, handlers, operators, props, snap, ui
+from . import bake, cli, controls_bake, handlers, operators, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -16,6 +16,7 @@ classes = (
     bake.POSE_OT_fabrik_bake,
     snap.POSE_OT_fabrik_snap_ik_to_fk,
     snap.POSE_OT_fabrik_snap_fk_to_ik,
+    controls_bake.POSE_OT_fabrik_bake_controls,
     ui.FABRIK_UL_chains,
     ui.VIEW3D_PT_fabrik,
     ui.VIEW3D_PT_fabrik_chain,
@@ -42,6 +43,7 @@ def register() -> None:
     for owner, attr, group, name, description in PROPERTIES:
         setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description,
                                                        override=props.OVERRIDABLE))
+    bpy.types.VIEW3D_MT_pose.append(ui.draw_pose_menu)
     handlers.install()
     # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
     _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))
@@ -51,6 +53,7 @@ def unregister() -> None:
     while _cli_commands:
         bpy.utils.unregister_cli_command(_cli_commands.pop())
     handlers.remove()
+    bpy.types.VIEW3D_MT_pose.remove(ui.draw_pose_menu)
     for owner, attr, *_ in reversed(PROPERTIES):
         if hasattr(owner, attr):
             delattr(owner, attr)

@@ -103,7 +103,33 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
     if not bones:
         return result
 
-    # The FK pose as the live solve shows it at influence 0 (or, not driven, as shown now).
+    saved, fk = read_fk_pose(context, ob, bones)
+    # The armature keeps showing the FK pose while targets and poles are placed: solving it toward
+    # half-placed targets would only cost time (a tree misses one target until both are placed).
+    with handlers.suspended([ob.name]):
+        for i, influence in saved.items():
+            if chains[i].influence != influence:
+                chains[i].influence = influence
+        _place_all(context, ob, bones, fk.poses, fk.tails, fk.sides, fk.world, keyframe, result)
+    handlers.request_solve()
+    return result
+
+
+@dataclass
+class FkPose:
+    """The FK pose of some chains at one frame, in world space (chain index -> values)."""
+
+    world: Matrix  # the armature's world matrix
+    poses: dict[int, list[Matrix]]  # each bone's world matrix, root first
+    tails: dict[int, Vector]  # the tip bone's tail
+    sides: dict[int, np.ndarray]  # the root bone's Z axis: the bend side used when the pose is straight
+
+
+def read_fk_pose(context, ob, bones: dict[int, list[str]]) -> tuple[dict[int, float], FkPose]:
+    """The FK pose of chains ``bones`` (index -> bone names) as the live solve shows it at influence 0
+    (or, not driven, as shown now). Driven chains are left at influence 0: the first value returned
+    holds their influences, to be put back once nothing needs the FK pose shown any more."""
+    chains = ob.fabrik.chains
     saved = {}
     for i, names in bones.items():
         chain = chains[i]
@@ -121,15 +147,7 @@ def snap_ik_to_fk(context, ob, indices: list[int], keyframe: bool) -> SnapResult
     poses = {i: [world @ ev.pose.bones[name].matrix for name in names] for i, names in bones.items()}
     tails = {i: world @ ev.pose.bones[names[-1]].tail for i, names in bones.items()}
     sides = {i: np.array(poses[i][0].col[2][:3]) for i in bones}
-    # The armature keeps showing the FK pose while targets and poles are placed: solving it toward
-    # half-placed targets would only cost time (a tree misses one target until both are placed).
-    with handlers.suspended([ob.name]):
-        for i, influence in saved.items():
-            if chains[i].influence != influence:
-                chains[i].influence = influence
-        _place_all(context, ob, bones, poses, tails, sides, world, keyframe, result)
-    handlers.request_solve()
-    return result
+    return saved, FkPose(world, poses, tails, sides)
 
 
 def _replay_keys(ob, names: list[str], scale: bool, frame: int) -> None:

@@ -167,3 +167,10 @@ def draw_ikfk(layout, chain) -> None:
     row = col.row(align=True)
     row.operator("pose.fabrik_snap_ik_to_fk", text="IK to FK")
     row.operator("pose.fabrik_snap_fk_to_ik", text="FK to IK")
+    col.operator("pose.fabrik_bake_controls", text="Bake FK to IK Controls", icon='ACTION')
+
+
+def draw_pose_menu(self, context) -> None:
+    """Pose menu entry: convert the chains' FK animation to IK controls."""
+    self.layout.separator()
+    self.layout.operator("pose.fabrik_bake_controls", icon='ACTION')

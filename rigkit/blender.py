@@ -12,7 +12,7 @@ from pathlib import Path
 
 import bpy
 import numpy as np
-from mathutils import Vector
+from mathutils import Quaternion, Vector
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -206,3 +206,61 @@ def relative_rotations(ob, names: list[str]) -> list:
 def off_x(q) -> float:
     """Degrees between rotation ``q`` and the nearest pure turn about local X."""
     return math.degrees(2.0 * math.asin(min(1.0, math.hypot(q.y, q.z) / max(q.magnitude, 1e-12))))
+
+
+# --- a procedural walk: FK animation to turn into IK controls --------------------------------------------------
+
+WALK_MODES = ('QUATERNION', 'XYZ', 'AXIS_ANGLE', 'ZXY', 'YZX', 'XZY', 'ZYX', 'YXZ')
+
+
+def walk_rig(name: str = "Walker", frames: int = 120, location=(0.0, 0.0, 0.0)):
+    """A figure walking in place, keyed FK at every frame of ``1..frames``: hips bobbing, legs and arms
+    swinging, knees and elbows that go straight (exactly, for a few frames each cycle) and bend again,
+    every bone in another rotation mode. Returns the armature (no chains yet)."""
+    bones = [
+        ("hips", (0, 0, 1.0), (0, 0, 1.2), None, False, 0.0),
+        ("chest", (0, 0, 1.2), (0, 0, 1.6), "hips", True, 0.0),
+        # Limbs straight at rest: a knee or elbow turned back to 0 is exactly straight.
+        ("thigh.L", (0.15, 0, 1.0), (0.15, 0, 0.55), "hips", False, 0.0),
+        ("shin.L", (0.15, 0, 0.55), (0.15, 0, 0.1), "thigh.L", True, 0.0),
+        ("thigh.R", (-0.15, 0, 1.0), (-0.15, 0, 0.55), "hips", False, 0.0),
+        ("shin.R", (-0.15, 0, 0.55), (-0.15, 0, 0.1), "thigh.R", True, 0.0),
+        ("foot.R", (-0.15, 0, 0.1), (-0.15, -0.15, 0.05), "shin.R", True, 0.0),
+        ("upper_arm.L", (0.25, 0, 1.55), (0.3, 0, 1.25), "chest", False, 0.0),
+        ("forearm.L", (0.3, 0, 1.25), (0.35, 0, 0.95), "upper_arm.L", True, 0.0),
+        ("upper_arm.R", (-0.25, 0, 1.55), (-0.3, 0, 1.25), "chest", False, 0.0),
+        ("forearm.R", (-0.3, 0, 1.25), (-0.32, 0, 1.13), "upper_arm.R", True, 0.0),
+        ("hand.R", (-0.32, 0, 1.13), (-0.34, 0, 1.01), "forearm.R", True, 0.0),
+    ]
+    ob = armature(name, bones, location)
+    for k, pb in enumerate(ob.pose.bones):
+        pb.rotation_mode = WALK_MODES[k % len(WALK_MODES)]
+    period = 40.0
+    for frame in range(1, frames + 1):
+        phase = 2.0 * math.pi * frame / period
+        ob.pose.bones["hips"].location = (0.0, 0.03 * math.sin(2.0 * phase), 0.0)
+        ob.pose.bones["hips"].keyframe_insert("location", frame=frame)
+        turns = {
+            "hips": Quaternion((0, 0, 1), 0.1 * math.sin(phase)),
+            "chest": Quaternion((0, 1, 0), 0.08 * math.sin(phase)),
+            # Knees and elbows bend about local X, and are straight while their sine is below zero.
+            "thigh.L": Quaternion((1, 0, 0), 0.5 * math.sin(phase)),
+            "shin.L": Quaternion((1, 0, 0), -1.1 * max(0.0, math.sin(phase + 1.0))),
+            "thigh.R": Quaternion((1, 0, 0), -0.5 * math.sin(phase)),
+            "shin.R": Quaternion((1, 0, 0), -1.1 * max(0.0, math.sin(phase + 1.0 + math.pi))),
+            "foot.R": Quaternion((1, 0, 0), 0.3 * math.sin(phase)),
+            "upper_arm.L": Quaternion((1, 0, 0), -0.4 * math.sin(phase)) @ Quaternion((0, 1, 0), 0.2),
+            "forearm.L": Quaternion((1, 0, 0), 0.9 * max(0.0, math.sin(phase - 0.5))),
+            "upper_arm.R": Quaternion((1, 0, 0), 0.4 * math.sin(phase)),
+            "forearm.R": Quaternion((1, 0, 0), 0.8 * max(0.0, math.sin(phase + 2.0))),
+            "hand.R": Quaternion((0, 0, 1), 0.3 * math.cos(phase)),
+        }
+        for bone, q in turns.items():
+            pb = ob.pose.bones[bone]
+            set_rotation(pb, q)
+            pb.keyframe_insert(ROTATION_PATHS[pb.rotation_mode] if pb.rotation_mode in ROTATION_PATHS
+                               else "rotation_euler", frame=frame)
+    return ob
+
+
+ROTATION_PATHS = {'QUATERNION': "rotation_quaternion", 'AXIS_ANGLE': "rotation_axis_angle"}

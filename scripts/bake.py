@@ -5,8 +5,9 @@
 
 Where the extension is installed and enabled, Blender itself runs the same code:
 ``blender --command fabrik_bake scene.blend --frames 1-250 --output baked.blend``. Both accept
-``--frames -10-20``, ``--step N``, ``--reduce DISTANCE``, ``--in-place`` and ``--enable-chains``; see
-``fabrik_addon/cli.py``. Exits non-zero with a message on stderr on failure.
+``--frames -10-20``, ``--step N``, ``--reduce DISTANCE``, ``--in-place``, ``--enable-chains`` and
+``--to-controls`` (FK animation to IK controls); see ``fabrik_addon/cli.py``. Exits non-zero with a
+message on stderr on failure.
 """
 
 from __future__ import annotations
