@@ -7,6 +7,10 @@ chain's read-only properties (``status``, ``message``, ``last_error``...) read t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .solver.reach import Shortfall
 
 STATUSES = ('NONE', 'REACHED', 'UNREACHABLE', 'INVALID', 'NOT_CONVERGED')
 
@@ -18,6 +22,10 @@ class Diagnostic:
     error: float = 0.0
     iterations: int = 0
     group: str = ""
+    limited_by: str = 'NONE'  # a .solver.reach.REASONS entry: what holds the tip short
+    limited_bone: str = ""
+    shortfall: Shortfall | None = None  # the numbers and the overlay's geometry (armature space)
+    branch: str = ""  # the chain's name when it is solved in a tree
 
 
 _results: dict[int, Diagnostic] = {}
@@ -34,6 +42,7 @@ def record(chain, status: str, message: str = "", error: float = 0.0, iterations
     if entry is None:  # (setdefault would build a Diagnostic on every call)
         entry = _results[key] = Diagnostic()
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
+    entry.limited_by, entry.limited_bone, entry.shortfall = 'NONE', "", None
     if group is not None:
         entry.group = group
 
@@ -55,8 +64,11 @@ def record_solve(chain, reached: bool, converged: bool, error: float, iterations
         entry = _results[key] = Diagnostic()
     if reached:  # the common case without the calls (this runs per chain per frame)
         entry.status, entry.message = 'REACHED', ""
+        if entry.shortfall is not None or entry.limited_by != 'NONE':
+            entry.limited_by, entry.limited_bone, entry.shortfall = 'NONE', "", None
     else:
         entry.status, entry.message = solve_status(reached, converged, iterations)
+        entry.limited_by, entry.limited_bone, entry.shortfall = 'NONE', "", None  # until explained
     entry.error, entry.iterations = error, iterations
 
 
@@ -79,6 +91,29 @@ def record_solves(chains, reached, converged, errors, iterations) -> None:
             entry = results[key] = Diagnostic()
         if hit:
             entry.status, entry.message = 'REACHED', ""
+            if entry.shortfall is not None or entry.limited_by != 'NONE':
+                entry.limited_by, entry.limited_bone, entry.shortfall = 'NONE', "", None
         else:
             entry.status, entry.message = solve_status(hit, settled, count)
+            entry.limited_by, entry.limited_bone, entry.shortfall = 'NONE', "", None  # until explained
         entry.error, entry.iterations = error, count
+
+
+def record_shortfall(chain, why: Shortfall, bone_names: list[str], scale: float, branch: str = "") -> None:
+    """Why a solved chain stops short (:func:`.solver.reach.explain`): the reason, the bone, and the
+    message in one sentence with numbers (``scale``: armature to world units; ``branch``: the chain's
+    name, for chains solved in a tree)."""
+    from .solver.reach import describe
+
+    message = describe(why, bone_names, scale)
+    if branch:
+        message = f"Branch '{branch}': {message}"
+    bone = bone_names[why.bone] if 0 <= why.bone < len(bone_names) else ""
+    record_reason(chain, why.reason, bone, message, why)
+
+
+def record_reason(chain, reason: str, bone: str, message: str, why: Shortfall | None = None) -> None:
+    entry = _results.get(chain.as_pointer())
+    if entry is None:
+        entry = _results[chain.as_pointer()] = Diagnostic()
+    entry.limited_by, entry.limited_bone, entry.message, entry.shortfall = reason, bone, message, why

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake, cli, handlers, operators, props, snap, ui
+from . import bake, cli, handlers, operators, overlay, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -43,6 +43,7 @@ def register() -> None:
         setattr(owner, attr, bpy.props.PointerProperty(type=group, name=name, description=description,
                                                        override=props.OVERRIDABLE))
     handlers.install()
+    overlay.install()  # only with a GPU (never in background mode)
     # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
     _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))
 
@@ -50,6 +51,7 @@ def register() -> None:
 def unregister() -> None:
     while _cli_commands:
         bpy.utils.unregister_cli_command(_cli_commands.pop())
+    overlay.remove()
     handlers.remove()
     for owner, attr, *_ in reversed(PROPERTIES):
         if hasattr(owner, attr):

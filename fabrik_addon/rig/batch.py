@@ -27,6 +27,7 @@ from ..solver.rotations import (
     quaternion_from_matrix,
     slerp_quaternions,
 )
+from . import reach
 from .base_pose import base_rotations, write_near_base
 from .inputs import (
     FAR_AWAY,
@@ -154,6 +155,7 @@ class Group:
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose tip takes the target's matrix
     limits: dict[int, object] = field(default_factory=dict)  # rows with joint limits -> ChainLimits
     limit_frames: dict[int, np.ndarray] = field(default_factory=dict)  # their solved bone frames
+    targets: dict[int, tuple] = field(default_factory=dict)  # each solved row's target (.reach: why short)
     invalid: dict[int, str] = field(default_factory=dict)  # rows whose batched solve raised
     error: np.ndarray = field(init=False)
     iterations: np.ndarray = field(init=False)
@@ -388,6 +390,7 @@ def _gather(group: Group, requests: Requests) -> None:
             tolerance = tolerances[i] / scale
             # solved here, or queued
             target_floats, pole_floats = target.to_tuple(), None if pole is None else pole.to_tuple()
+            group.targets[c] = target_floats
             if not placed:
                 start = every[c, :1]
                 error = float(np.linalg.norm(start[0] - target_floats))
@@ -466,6 +469,8 @@ def _write(table: Table, group: Group) -> None:
                               group.converged[rows].tolist(),
                               (group.error[rows] * group.settings["scale"][rows]).tolist(),
                               group.iterations[rows].tolist())
+    if not group.reached[rows].all():
+        reach.explain_rows(group, valid)
 
 
 def _turns(group: Group, valid: list[int], pre, joints, moved, placed, rows) -> np.ndarray:

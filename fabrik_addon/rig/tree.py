@@ -8,6 +8,7 @@ from mathutils import Matrix
 from .. import adapter
 from ..solver import ConeLimit, HingeLimit, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
+from . import reach
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
 from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
 from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
@@ -143,6 +144,9 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         distance = float(np.linalg.norm(end - targets[i]))
         set_status(chain, 'REACHED' if distance <= chain.tolerance / arm.scale else 'UNREACHABLE', "",
                    distance * arm.scale, result.iterations)
+        if distance > chain.tolerance / arm.scale:
+            reach.explain_branch(chain, plan, names, joints, parents, effectors[i], result, targets[i], poles[i],
+                                 limits, arm.scale, max(c.iterations for c in chains))
 
 
 def _tree_limits(ob, names, data, pre, joints, parents, rigid, top_parent) -> dict:
