@@ -54,7 +54,8 @@ def geometry(why: Shortfall, matrix_world=None, segments: int = ARC_SEGMENTS) ->
     return {kind: [(_apply(world, a), _apply(world, b)) for a, b in pairs] for kind, pairs in lines.items()}
 
 
-def limit_outline(limit, frame: np.ndarray, origin: np.ndarray, radius: float, segments: int = ARC_SEGMENTS) -> Segments:
+def limit_outline(limit, frame: np.ndarray, origin: np.ndarray, radius: float,
+                  segments: int = ARC_SEGMENTS) -> Segments:
     """Line segments outlining ``limit`` (measured in ``frame``, columns X, Y, Z) at ``radius`` from
     ``origin``: every point on them is a direction the limit allows at its boundary."""
     if isinstance(limit, ConeLimit):
@@ -98,7 +99,7 @@ def _draw() -> None:
     try:
         context = bpy.context
         ob = context.object
-        if ob is None or ob.type != 'ARMATURE' or not ob.fabrik.show_reach_overlay:
+        if ob is None or ob.type != 'ARMATURE' or not ob.fabrik.show_reach_overlay:  # type: ignore[attr-defined]
             return
         lines = chain_geometry(ob)
         if not any(lines.values()):

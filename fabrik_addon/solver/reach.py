@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .fabrik import solve_chain
-from .limits import ChainLimits, ConeLimit, HingeLimit, Limit, resolve_limits
+from .limits import ChainLimits, ConeLimit, HingeLimit, Limit, ResolvedLimits, resolve_limits
 from .result import SolveResult
 from .two_bone import solve_two_bone
 
@@ -154,13 +154,13 @@ def explain(
     settings = {"tolerance": tolerance, "max_iterations": max_iterations, "pole": pole3, "limits": limits,
                 "softness": softness, "use_stretch": use_stretch, "max_stretch": max_stretch}
 
-    def reaches(**changed) -> SolveResult:
+    def reaches(**changed: object) -> SolveResult:
         return solver(start, tgt, **{**settings, **changed})
 
     if softness and reaches(softness=0.0).reached:
         return replace(facts, reason='SOFTNESS')
     items = None if limits is None else list(limits.limits if isinstance(limits, ChainLimits) else limits)
-    if not items or all(item is None for item in items):
+    if limits is None or not items or all(item is None for item in items):
         return replace(facts, reason='ITERATIONS')  # settled short with nothing holding it: a stall
     resolved = resolve_limits(limits, start)
     frames, local = _limit_frames(resolved, solved)
@@ -192,7 +192,7 @@ def _without(limits: ChainLimits | Sequence[Limit], items: list, bone: int) -> C
     return replace(limits, limits=kept) if isinstance(limits, ChainLimits) else kept
 
 
-def _limit_frames(resolved, joints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _limit_frames(resolved: ResolvedLimits, joints: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Each bone's limit frame ``(N, 3, 3)`` in the pose ``joints`` and its direction in that frame
     ``(N, 3)``: the walk of :meth:`.limits.ResolvedLimits.violations`."""
     dirs = np.diff(joints, axis=0)
