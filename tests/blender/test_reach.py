@@ -278,3 +278,10 @@ def test_the_panel_shows_the_reason_under_the_status_and_the_overlay_switch():
 def test_no_draw_handler_without_a_gpu():
     assert bpy.app.background
     assert overlay._handles == []
+
+
+def test_the_reasons_are_the_property_items_in_order():
+    from fabrik_addon.solver.reach import REASONS
+
+    items = bpy.types.FabrikChain.bl_rna.properties["limited_by"].enum_items
+    assert [item.identifier for item in items] == list(REASONS)
