@@ -283,5 +283,6 @@ def test_no_draw_handler_without_a_gpu():
 def test_the_reasons_are_the_property_items_in_order():
     from fabrik_addon.solver.reach import REASONS
 
-    items = bpy.types.FabrikChain.bl_rna.properties["limited_by"].enum_items
+    ob = straightish_chain("Arm", 2)
+    items = add_chain(ob, "b1", 2, None).bl_rna.properties["limited_by"].enum_items
     assert [item.identifier for item in items] == list(REASONS)
