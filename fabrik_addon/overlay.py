@@ -79,8 +79,9 @@ def chain_geometry(ob) -> dict[str, Segments]:
     merged: dict[str, Segments] = {kind: [] for kind in THEME_COLOURS}
     world = np.array(ob.matrix_world)
     for chain in ob.fabrik.chains:
-        why = diagnostics.of(chain).shortfall
-        if chain.enabled and why is not None:
+        explained = diagnostics.explanation(chain) if chain.enabled else None
+        why = None if explained is None else explained.shortfall
+        if why is not None:
             for kind, pairs in geometry(why, world).items():
                 merged[kind] += pairs
     return merged

@@ -73,7 +73,8 @@ def _get_status(self) -> int:
 
 
 def _get_message(self) -> str:
-    return diagnostics.of(self).message
+    why = diagnostics.explanation(self)
+    return diagnostics.of(self).message if why is None else why.message
 
 
 def _get_error(self) -> float:
@@ -91,11 +92,13 @@ def _get_group(self) -> str:
 def _get_limited_by(self) -> int:
     from .solver.reach import REASONS
 
-    return REASONS.index(diagnostics.of(self).limited_by)
+    why = diagnostics.explanation(self)
+    return 0 if why is None else REASONS.index(why.limited_by)
 
 
 def _get_limited_bone(self) -> str:
-    return diagnostics.of(self).limited_bone
+    why = diagnostics.explanation(self)
+    return "" if why is None else why.limited_bone
 
 
 class FabrikJointLimit(bpy.types.PropertyGroup):

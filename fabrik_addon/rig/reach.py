@@ -1,16 +1,19 @@
 """Why a chain stopped short: the solver's answer (:func:`.solver.reach.explain`) from one solving path's
 inputs and result, recorded for the panel, scripts and the viewport overlay.
 
-Called by each path only for chains that did not reach, so reaching chains pay nothing for it. A failure
-here never spoils the solve: the chain keeps its status and says it could not tell why.
+Called by each path only for chains that did not reach, so reaching chains pay nothing for it; even then
+the path only leaves the inputs (copies, no Blender data) and the explanation is made when first read
+(the panel, a script, the overlay): playback with chains held short re-solves nothing.
 """
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 
 from .. import diagnostics
-from ..solver.reach import explain
+from ..solver.reach import describe, explain
 
 
 def explain_small(chain, inputs, result, use_stretch: bool, scale: float) -> None:
@@ -45,12 +48,18 @@ def explain_rows(group, valid: list[int]) -> None:
 
 
 def _record(chain, bones, scale: float, start, target, joints, branch: str = "", **settings) -> None:
-    try:
-        why = explain(start, target, joints, **settings)
-    except (ValueError, ArithmeticError, IndexError) as error:
-        diagnostics.record_reason(chain, 'NONE', "", f"Could not tell why the tip stops short: {error}")
-        return
-    diagnostics.record_shortfall(chain, why, list(bones), scale, branch)
+    # Copies: the arrays of a solving path are reused on the next frame.
+    diagnostics.explain_later(chain, partial(_explanation, list(bones), scale, branch, np.array(start, dtype=float),
+                                             np.array(target, dtype=float), np.array(joints, dtype=float), settings))
+
+
+def _explanation(bones: list[str], scale: float, branch: str, start, target, joints,
+                 settings: dict) -> diagnostics.Explanation:
+    why = explain(start, target, joints, **settings)
+    message = describe(why, bones, scale)
+    if branch:
+        message = f"Branch '{branch}': {message}"
+    return diagnostics.Explanation(why.reason, bones[why.bone] if 0 <= why.bone < len(bones) else "", message, why)
 
 
 def explain_branch(chain, plan, names: list[str], joints, parents: list[int], effector: int, result, target,
