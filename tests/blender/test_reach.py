@@ -286,3 +286,24 @@ def test_the_reasons_are_the_property_items_in_order():
     ob = straightish_chain("Arm", 2)
     items = add_chain(ob, "b1", 2, None).bl_rna.properties["limited_by"].enum_items
     assert [item.identifier for item in items] == list(REASONS)
+
+
+@pytest.mark.usefixtures("solve_path")
+def test_the_reason_follows_the_frame_even_when_read_late():
+    from rigs import key_path
+
+    ob = straightish_chain("Arm", 3)
+    target = empty("Target")
+    key_path(target, [(0.0, 1.0, 4.0), (0.0, 0.5, 2.0), (0.0, 0.0, 5.0)], [1, 2, 3])
+    chain = add_chain(ob, "b2", 3, target)
+    scene = bpy.context.scene
+    scene.frame_set(1)  # out of reach, never read
+    scene.frame_set(2)
+    assert_reached(chain)
+    scene.frame_set(3)
+    scene.frame_set(1)
+    assert chain.limited_by == 'LENGTH'
+    assert_says_gap(ob, chain)
+    scene.frame_set(3)
+    assert chain.limited_by == 'LENGTH'
+    assert_says_gap(ob, chain)
