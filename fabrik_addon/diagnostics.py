@@ -6,7 +6,12 @@ chain's read-only properties (``status``, ``message``, ``last_error``...) read t
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .solver.reach import Shortfall
 
 STATUSES = ('NONE', 'REACHED', 'UNREACHABLE', 'INVALID', 'NOT_CONVERGED')
 
@@ -18,6 +23,20 @@ class Diagnostic:
     error: float = 0.0
     iterations: int = 0
     group: str = ""
+    # Why the tip stops short: None (it reached, or was not solved), or an Explanation, or the call that
+    # makes one on first read (:func:`explanation`), so playback never pays for it unless it is shown.
+    why: Explanation | Callable[[], Explanation] | None = None
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """What holds a chain's tip short: ``FabrikChain.limited_by``, ``limited_bone`` and ``message``, and
+    the numbers and geometry behind them (armature space) for the overlay."""
+
+    limited_by: str  # a .solver.reach.REASONS entry
+    limited_bone: str
+    message: str
+    shortfall: Shortfall | None = None
 
 
 _results: dict[int, Diagnostic] = {}
@@ -34,6 +53,7 @@ def record(chain, status: str, message: str = "", error: float = 0.0, iterations
     if entry is None:  # (setdefault would build a Diagnostic on every call)
         entry = _results[key] = Diagnostic()
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
+    entry.why = None
     if group is not None:
         entry.group = group
 
@@ -54,9 +74,10 @@ def record_solve(chain, reached: bool, converged: bool, error: float, iterations
     if entry is None:
         entry = _results[key] = Diagnostic()
     if reached:  # the common case without the calls (this runs per chain per frame)
-        entry.status, entry.message = 'REACHED', ""
+        entry.status, entry.message, entry.why = 'REACHED', "", None
     else:
         entry.status, entry.message = solve_status(reached, converged, iterations)
+        entry.why = None  # until the solving path explains it
     entry.error, entry.iterations = error, iterations
 
 
@@ -78,7 +99,31 @@ def record_solves(chains, reached, converged, errors, iterations) -> None:
         if entry is None:
             entry = results[key] = Diagnostic()
         if hit:
-            entry.status, entry.message = 'REACHED', ""
+            entry.status, entry.message, entry.why = 'REACHED', "", None
         else:
             entry.status, entry.message = solve_status(hit, settled, count)
+            entry.why = None  # until the solving path explains it
         entry.error, entry.iterations = error, count
+
+
+def explain_later(chain, explain: Callable[[], Explanation]) -> None:
+    """Why a solved chain stops short, made by ``explain`` (which holds no Blender data) when first read."""
+    entry = _results.get(chain.as_pointer())
+    if entry is None:
+        entry = _results[chain.as_pointer()] = Diagnostic()
+    entry.why = explain
+
+
+def explanation(chain) -> Explanation | None:
+    """What holds the chain's tip short after its last solve; None when it reached or was not solved."""
+    entry = _results.get(chain.as_pointer())
+    if entry is None or entry.why is None:
+        return None
+    why = entry.why
+    if not isinstance(why, Explanation):
+        try:
+            why = why()
+        except (ValueError, ArithmeticError, IndexError) as error:  # never in a getter or a draw
+            why = Explanation('NONE', "", f"{entry.message} (could not tell why: {error})")
+        entry.why = why
+    return why

@@ -92,7 +92,8 @@ def _get_status(self) -> int:
 
 
 def _get_message(self) -> str:
-    return diagnostics.of(self).message
+    why = diagnostics.explanation(self)
+    return diagnostics.of(self).message if why is None else why.message
 
 
 def _get_error(self) -> float:
@@ -105,6 +106,18 @@ def _get_iterations(self) -> int:
 
 def _get_group(self) -> str:
     return diagnostics.of(self).group
+
+
+def _get_limited_by(self) -> int:
+    from .solver.reach import REASONS
+
+    why = diagnostics.explanation(self)
+    return 0 if why is None else REASONS.index(why.limited_by)
+
+
+def _get_limited_bone(self) -> str:
+    why = diagnostics.explanation(self)
+    return "" if why is None else why.limited_bone
 
 
 class FabrikJointLimit(bpy.types.PropertyGroup):
@@ -288,7 +301,7 @@ class FabrikChain(bpy.types.PropertyGroup):
         get=_get_status,
     )
     message: StringProperty(  # type: ignore[valid-type]
-        name="Message", description="Why the chain is invalid, if it is",
+        name="Message", description="Why the chain is invalid, or what holds its tip short, if anything",
         get=_get_message,
     )
     last_error: FloatProperty(  # type: ignore[valid-type]
@@ -302,6 +315,22 @@ class FabrikChain(bpy.types.PropertyGroup):
     group: StringProperty(  # type: ignore[valid-type]
         name="Group", description="Chains sharing bones with this one, solved together as a tree",
         get=_get_group,
+    )
+    limited_by: EnumProperty(  # type: ignore[valid-type]
+        name="Limited By", description="What holds the tip short of the target after the last solve",
+        items=(
+            ('NONE', "Nothing", "The chain reached its target, or was not solved"),
+            ('LENGTH', "Length", "The target is beyond the chain's reach (stretch and its maximum included)"),
+            ('LIMIT', "Joint Limit", "A joint limit holds the tip short of a target the chain could otherwise reach"),
+            ('SOFTNESS', "Softness", "Soft IK holds the tip short by design"),
+            ('ITERATIONS', "Iterations", "The solve ran out of iterations"),
+            ('POLE', "Pole", "A hinge and the pole disagree"),
+        ),
+        get=_get_limited_by,
+    )
+    limited_bone: StringProperty(  # type: ignore[valid-type]
+        name="Limited Bone", description="The bone whose joint limit holds the tip short (empty otherwise)",
+        get=_get_limited_bone,
     )
     bake_max_error: FloatProperty(  # type: ignore[valid-type]
         name="Bake Max Error", description="Largest distance between live IK and baked pose in the last bake",
@@ -332,4 +361,10 @@ class FabrikRigSettings(bpy.types.PropertyGroup):
     active_chain_index: IntProperty(  # type: ignore[valid-type]
         name="Active Chain", description="Chain shown in the panel", default=0, min=0,
         override=OVERRIDABLE,
+    )
+    show_reach_overlay: BoolProperty(  # type: ignore[valid-type]
+        name="Show Why Not Reached",
+        description="Draw in the viewport, for this armature's chains that stop short, the gap from tip to "
+                    "target, the limit of the bone that holds the tip and the pole line",
+        default=False,
     )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import bpy
 
-from . import bake, cli, controls_bake, handlers, operators, props, snap, ui
+from . import bake, cli, controls_bake, handlers, operators, overlay, props, snap, ui
 
 classes = (
     props.FabrikJointLimit,
@@ -45,6 +45,7 @@ def register() -> None:
                                                        override=props.OVERRIDABLE))
     bpy.types.VIEW3D_MT_pose.append(ui.draw_pose_menu)
     handlers.install()
+    overlay.install()  # only with a GPU (never in background mode)
     # ``blender --command fabrik_bake ...``: the handle is kept to unregister exactly this registration.
     _cli_commands.append(bpy.utils.register_cli_command(cli.COMMAND, cli.run))
 
@@ -52,6 +53,7 @@ def register() -> None:
 def unregister() -> None:
     while _cli_commands:
         bpy.utils.unregister_cli_command(_cli_commands.pop())
+    overlay.remove()
     handlers.remove()
     bpy.types.VIEW3D_MT_pose.remove(ui.draw_pose_menu)
     for owner, attr, *_ in reversed(PROPERTIES):

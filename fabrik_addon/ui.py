@@ -15,6 +15,10 @@ from .polls import active_armature, active_chain
 STATUS_ICONS = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANCEL', 'NONE': 'BLANK1',
                 'NOT_CONVERGED': 'TIME'}
 
+# The icon of each reason a chain stops short (FabrikChain.limited_by).
+REASON_ICONS = {'LENGTH': 'DRIVER_DISTANCE', 'LIMIT': 'CON_ROTLIMIT', 'SOFTNESS': 'MOD_SMOOTH', 'ITERATIONS': 'TIME',
+                'POLE': 'CON_KINEMATIC', 'NONE': 'BLANK1'}
+
 
 class FABRIK_UL_chains(bpy.types.UIList):
     bl_idname = "FABRIK_UL_chains"
@@ -72,8 +76,11 @@ class VIEW3D_PT_fabrik(_FabrikPanel, bpy.types.Panel):
                 chain.status, iface_("Unreachable"))
             box.label(text=iface_("{}: {:.4g} from target, {} iterations").format(
                 status, chain.last_error, chain.last_iterations), icon=STATUS_ICONS[chain.status], translate=False)
+        if chain.limited_by != 'NONE':
+            box.label(text=chain.message, icon=REASON_ICONS[chain.limited_by], translate=False)
         if chain.group:
             box.label(text=iface_("Solved together with: {}").format(chain.group), icon='LINKED', translate=False)
+        layout.prop(settings, "show_reach_overlay", icon='OVERLAY')
 
 
 class VIEW3D_PT_fabrik_chain(_ChainPanel, bpy.types.Panel):

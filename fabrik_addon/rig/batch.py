@@ -26,6 +26,7 @@ from ..solver.rotations import (
     normalized,
     quaternion_from_matrix,
 )
+from . import reach
 from .base_pose import base_rotations, write_near_base
 from .influence import blend_fraction, blend_rotations
 from .inputs import (
@@ -155,6 +156,7 @@ class Group:
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose tip takes the target's matrix
     limits: dict[int, object] = field(default_factory=dict)  # rows with joint limits -> ChainLimits
     limit_frames: dict[int, np.ndarray] = field(default_factory=dict)  # their solved bone frames
+    targets: dict[int, tuple] = field(default_factory=dict)  # rows that stopped short -> target (.reach)
     invalid: dict[int, str] = field(default_factory=dict)  # rows whose batched solve raised
     error: np.ndarray = field(init=False)
     iterations: np.ndarray = field(init=False)
@@ -287,13 +289,15 @@ def solve_requests(requests: Requests) -> None:
             continue
         converged = results.converged
         start = 0
-        for group, rows, *_ in members:
+        for group, rows, targets, *_ in members:
             end = start + len(rows)
             group.moved[rows, :placed + 1] = results.joints[start:end]
             group.error[rows] = results.error[start:end]
             group.iterations[rows] = results.iterations[start:end]
             group.reached[rows] = results.reached[start:end]
             group.converged[rows] = True if converged is None else converged[start:end]
+            if not results.reached[start:end].all():  # kept for .reach (why short), for those rows only
+                group.targets.update((c, t) for c, t, hit in zip(rows, targets, results.reached[start:end]) if not hit)
             start = end
     requests.clear()
 
@@ -404,6 +408,8 @@ def _gather(group: Group, requests: Requests) -> None:
                 result = solver(every[c, :placed + 1], target_floats, pole=pole_floats, tolerance=tolerance,
                                 limits=limits, max_iterations=iterations[i], softness=softness[i])
                 group.record(c, result.joints, result.error, result.iterations, result.reached, result.converged)
+                if not result.reached:
+                    group.targets[c] = target_floats
                 if limits is not None:
                     group.limits[c] = limits
                     if result.frames is not None:
@@ -481,6 +487,8 @@ def _write(table: Table, group: Group) -> None:
                               group.converged[rows].tolist(),
                               (group.error[rows] * group.settings["scale"][rows]).tolist(),
                               group.iterations[rows].tolist())
+    if not group.reached[rows].all():
+        reach.explain_rows(group, valid)
 
 
 def _turns(group: Group, valid: list[int], pre, joints, moved, placed, rows) -> np.ndarray:

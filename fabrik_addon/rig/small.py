@@ -22,7 +22,7 @@ from .. import diagnostics
 from ..solver import orient, solve_chain, solve_two_bone
 from ..solver.fabrik import solve_floats, solve_points
 from ..solver.two_bone import two_bone_points
-from . import roll
+from . import reach, roll
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
 from .batch import _forward_kinematics
 from .influence import blend_fraction, blend_rotations
@@ -201,6 +201,8 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | Non
         if use_stretch and placed and segments[0] > 0.0 else 1.0
     _write(arm, inputs, pose, result, stretch, pending)
     diagnostics.record_solve(chain, result.reached, result.converged, result.error * arm.scale, result.iterations)
+    if not result.reached:
+        reach.explain_small(chain, inputs, result, use_stretch, arm.scale)
 
 
 def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> ChainResult:

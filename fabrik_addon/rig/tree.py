@@ -10,7 +10,7 @@ from mathutils import Matrix
 from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
 from ..solver.rotations import matrix_from_two_vectors
-from . import small
+from . import reach, small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
 from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
 from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
@@ -46,6 +46,7 @@ class _Goals:
     poles: list[np.ndarray]  # NaN rows for chains without a pole
     weights: list[float]
     children: list[list[int]] = field(default_factory=list)
+    limits: dict = field(default_factory=dict)  # solve_tree's joint-limit arguments (_tree_limits), once solved
 
 
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
@@ -63,9 +64,13 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
         distance = float(np.linalg.norm(end - goals.targets[i]))
         # As lone chains say it (diagnostics.solve_status): iterations that ran out while the tree was
         # still closing in are "did not converge", never "out of reach".
-        status, message = diagnostics.solve_status(distance <= chain.tolerance * plan.length, result.converged,
-                                                   result.iterations)
+        reached = distance <= chain.tolerance * plan.length
+        status, message = diagnostics.solve_status(reached, result.converged, result.iterations)
         set_status(chain, status, message, distance * arm.scale, result.iterations)
+        if not reached:  # why (:mod:`.reach`), worked out when first read
+            reach.explain_branch(chain, plan, tree.names, goals.joints, goals.parents, goals.effectors[i], result,
+                                 goals.targets[i], goals.poles[i], goals.limits, arm.scale,
+                                 max(c.iterations for c in chains), plan.length)
     _solve_branches(arm, chains, plans, result.converged, result.iterations)
 
 
@@ -139,8 +144,8 @@ def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: 
     tolerance = min(c.tolerance * p.length for c, p in zip(chains, plans))  # fractions of each chain's length
     rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
     resolved_again = {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
-    limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents, rigid,
-                          tree.top_parent, resolved_again)
+    limits = goals.limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents,
+                                         rigid, tree.top_parent, resolved_again)
     try:
         return solve_tree(np.array(goals.joints), goals.parents, goals.effectors, np.array(goals.targets),
                           weights=goals.weights, poles=np.array(goals.poles), rigid=rigid, tolerance=tolerance,

@@ -124,7 +124,8 @@ def test_status_tells_reached_out_of_reach_and_out_of_iterations_apart():
     target.location = (3.0, 0.0, 0.0)
     bpy.context.view_layer.update()
     assert chain.status == 'UNREACHABLE'
-    assert chain.message == "Out of reach"
+    assert chain.limited_by == 'LENGTH'
+    assert chain.message.startswith("Target ") and "beyond reach (chain 2 m)" in chain.message
 
 
 @pytest.mark.usefixtures("solve_path")
@@ -139,7 +140,9 @@ def test_running_out_of_iterations_says_so():
     chain = add_chain(ob, "b4", 5, target, tolerance=0.001, iterations=2)
     bpy.context.view_layer.update()
     assert chain.status == 'NOT_CONVERGED'
-    assert chain.message == "Did not converge in 2 iterations; raise Iterations"
+    assert chain.limited_by == 'ITERATIONS'
+    assert chain.message.startswith("Did not converge in 2 iterations: the tip stops ")
+    assert chain.message.endswith(" short; raise Iterations")
     chain.tolerance, chain.iterations = 0.001, 100
     bpy.context.view_layer.update()
     assert chain.status == 'REACHED'

@@ -1,0 +1,149 @@
+"""solver.reach: why a solve stopped short, and the sentence that says it."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+
+from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
+from fabrik_addon.solver.reach import describe, explain, format_distance, limit_side
+
+STRAIGHT = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 3.0, 0.0]])
+NAMES = ["upper", "middle", "lower"]
+
+
+def why(start, target, *, two_bone=False, **settings):
+    solver = solve_two_bone if two_bone else solve_chain
+    result = solver(start, target, **settings)
+    shortfall = explain(start, target, result.joints, reached=result.reached, converged=result.converged,
+                        tolerance=settings.get("tolerance", 1e-3), max_iterations=settings.get("max_iterations", 30),
+                        pole=settings.get("pole"), limits=settings.get("limits"),
+                        softness=settings.get("softness", 0.0), use_stretch=settings.get("use_stretch", False),
+                        max_stretch=settings.get("max_stretch", 1.5), two_bone=two_bone)
+    return shortfall, result
+
+
+def first_distance(message: str) -> float:
+    value, unit = re.search(r"(\d+(?:\.\d+)?) (m|cm|mm)\b", message).groups()
+    return float(value) * {"m": 1.0, "cm": 0.01, "mm": 0.001}[unit]
+
+
+def test_a_chain_that_reaches_is_limited_by_nothing():
+    shortfall, result = why(STRAIGHT, [1.0, 2.0, 0.5])
+    assert result.reached and shortfall.reason == 'NONE' and shortfall.bone == -1
+    assert describe(shortfall, NAMES) == ""
+
+
+@pytest.mark.parametrize("distance", [3.01, 3.5, 10.0])
+def test_beyond_reach_is_length_and_the_gap_is_the_tips(distance):
+    target = np.array([0.0, distance, 0.0])
+    shortfall, result = why(STRAIGHT, target)
+    assert shortfall.reason == 'LENGTH'
+    assert shortfall.gap == pytest.approx(distance - 3.0, rel=1e-9)
+    assert shortfall.gap == pytest.approx(result.error)
+    message = describe(shortfall, NAMES)
+    assert first_distance(message) == pytest.approx(distance - 3.0, rel=0.005)
+    assert "(chain 3 m)" in message
+
+
+def test_the_stretch_cap_sets_the_reach_and_is_quoted():
+    shortfall, _ = why(STRAIGHT, [0.0, 4.0, 0.0], use_stretch=True, max_stretch=1.2)
+    assert shortfall.reason == 'LENGTH' and shortfall.max_reach == pytest.approx(3.6)
+    assert shortfall.gap == pytest.approx(0.4, rel=1e-6)
+    assert "stretch capped at 1.2" in describe(shortfall)
+    shortfall, result = why(STRAIGHT, [0.0, 3.5, 0.0], use_stretch=True, max_stretch=1.2)
+    assert result.reached and shortfall.reason == 'NONE'
+
+
+def test_scale_turns_armature_units_into_world_units():
+    shortfall, _ = why(STRAIGHT, [0.0, 3.5, 0.0])
+    assert first_distance(describe(shortfall, scale=0.1)) == pytest.approx(0.05, rel=0.005)
+
+
+def test_softness_holds_a_reachable_target_short():
+    shortfall, result = why(STRAIGHT, [0.0, 2.9, 0.3], softness=0.2)
+    assert not result.reached and shortfall.reason == 'SOFTNESS'
+    assert first_distance(describe(shortfall)) == pytest.approx(result.error, rel=0.005)
+    assert "Softness 0.20" in describe(shortfall)
+
+
+def test_running_out_of_passes_is_iterations():
+    rng = np.random.default_rng(4)
+    joints = np.cumsum(np.vstack([np.zeros(3), rng.normal(size=(9, 3))]), axis=0)
+    lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
+    found = 0
+    for _ in range(200):
+        target = rng.normal(size=3) * lengths.sum() * 0.5
+        shortfall, result = why(joints, target, max_iterations=1, tolerance=1e-6)
+        if not result.converged:
+            assert shortfall.reason == 'ITERATIONS'
+            assert describe(shortfall).startswith("Did not converge in 1 iterations")
+            found += 1
+    assert found >= 5
+
+
+def test_the_cone_that_holds_the_tip_is_named_and_without_it_the_chain_reaches():
+    cone = ConeLimit(*[math.radians(20.0)] * 4)
+    limits = [None, cone, cone]
+    target = np.array([2.5, 0.5, 0.0])
+    shortfall, result = why(STRAIGHT, target, limits=limits)
+    assert shortfall.reason == 'LIMIT' and shortfall.bone in (1, 2)
+    freed = list(limits)
+    freed[shortfall.bone] = None
+    assert solve_chain(STRAIGHT, target, limits=freed).reached
+    assert shortfall.side in ("left", "right", "up", "down") and shortfall.angle == pytest.approx(math.radians(20))
+    message = describe(shortfall, NAMES)
+    assert message.startswith(f"Cone limit of '{NAMES[shortfall.bone]}' ({shortfall.side} 20 degrees) holds the tip ")
+    assert first_distance(message) == pytest.approx(result.error, rel=0.005)
+    # What the overlay draws: the bone's head and limit frame in the solved pose.
+    assert np.allclose(shortfall.limit_origin, result.joints[shortfall.bone])
+    assert shortfall.bone_length == pytest.approx(1.0)
+
+
+def test_chain_limits_with_frames_are_kept_when_one_limit_is_taken_out():
+    cone = ConeLimit(*[math.radians(20.0)] * 4)
+    limits = ChainLimits([None, cone, cone])
+    shortfall, _ = why(STRAIGHT, [2.5, 0.5, 0.0], limits=limits)
+    assert shortfall.reason == 'LIMIT' and shortfall.bone in (1, 2)
+
+
+def test_a_two_bone_hinge_is_named_with_the_end_it_rests_on():
+    start = STRAIGHT[:3]
+    shortfall, result = why(start, [0.0, 0.6, 0.8], limits=[None, HingeLimit(0.0, math.radians(30.0))],
+                            two_bone=True)
+    assert shortfall.reason == 'LIMIT' and shortfall.bone == 1
+    assert "Hinge limit of 'middle' (" in describe(shortfall, NAMES)
+
+
+def test_a_pole_the_hinges_cannot_follow_is_pole():
+    hinge = HingeLimit(0.0, math.radians(150.0))
+    target, pole = np.array([0.0, 2.0, 1.0]), np.array([0.0, 1.5, 3.0])
+    shortfall, result = why(STRAIGHT, target, limits=[hinge] * 3, pole=pole)
+    assert shortfall.reason == 'POLE' and shortfall.bone == 0
+    assert solve_chain(STRAIGHT, target, limits=[hinge] * 3).reached
+    assert "The pole and the hinge of 'upper' disagree" in describe(shortfall, NAMES)
+    assert np.allclose(shortfall.pole, pole)
+
+
+@pytest.mark.parametrize(("local", "side"), [((0.3, 0.95, 0.0), "right"), ((-0.3, 0.95, 0.0), "left"),
+                                             ((0.0, 0.95, 0.3), "up"), ((0.05, 0.95, -0.3), "down")])
+def test_the_side_of_a_cone_is_the_semi_axis_its_direction_fills_most(local, side):
+    cone = ConeLimit(math.radians(10.0), math.radians(20.0), math.radians(30.0), math.radians(40.0))
+    got, angle = limit_side(cone, np.array(local) / np.linalg.norm(local))
+    assert got == side
+    assert angle == getattr(cone, side)
+
+
+def test_the_side_of_a_hinge_is_its_nearer_end():
+    hinge = HingeLimit(-0.5, 1.0)
+    assert limit_side(hinge, np.array([0.0, math.cos(0.9), math.sin(0.9)])) == ('max', 1.0)
+    assert limit_side(hinge, np.array([0.0, math.cos(-0.4), math.sin(-0.4)])) == ('min', -0.5)
+
+
+@pytest.mark.parametrize("value", [0.000123, 0.00456, 0.0789, 0.1234, 1.2345, 12.345, 987.6])
+def test_distances_read_back_within_half_a_percent(value):
+    assert first_distance(format_distance(value)) == pytest.approx(value, rel=0.005)
+
