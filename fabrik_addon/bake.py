@@ -147,7 +147,7 @@ def baked_bones(ob, chain_indices: list[int]) -> BakedBones:
     """The bones of valid chains with valid targets; raises ``ValueError`` naming the chains that are not."""
     chains = ob.fabrik.chains
     handlers.request_solve()
-    plans = {plan.index: plan for plan in plan_chains(ob)}
+    plans = {plan.chain_index: plan for plan in plan_chains(ob)}
     missing = [chains[i].name for i in chain_indices if i not in plans]
     if missing:
         raise ValueError(f"Cannot bake invalid or disabled chains: {', '.join(missing)}")

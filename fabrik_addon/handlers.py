@@ -88,11 +88,11 @@ def rigs(scene, depsgraph) -> list[tuple]:
             solve.release_all(ob, depsgraph)
             continue
         if not settings.enabled:
-            solve.settle(ob, "FABRIK IK is switched off for this armature", depsgraph)
+            solve.leave_unsolved(ob, "FABRIK IK is switched off for this armature", depsgraph)
         elif ob.data.pose_position == 'REST':  # Blender shows the rest pose: nothing to solve or write
-            solve.settle(ob, "The armature shows its Rest Position", depsgraph)
+            solve.leave_unsolved(ob, "The armature shows its Rest Position", depsgraph)
         elif not ob.evaluated_get(depsgraph).is_evaluated:  # unlinked, excluded or disabled: not shown
-            solve.settle(ob, NOT_EVALUATED, depsgraph)
+            solve.leave_unsolved(ob, NOT_EVALUATED, depsgraph)
         else:
             out.append((name, ob, chains))
     return out

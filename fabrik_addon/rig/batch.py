@@ -26,6 +26,7 @@ from ..solver.rotations import (
     normalized,
     quaternion_from_matrix,
 )
+from ..solver.switches import BULK_KEY
 from . import reach
 from .base_pose import base_rotations, write_near_base
 from .influence import blend_fraction, blend_rotations
@@ -43,7 +44,7 @@ from .inputs import (
     world_matrix,
     world_position,
 )
-from .plan import BULK_KEY, ChainError, _hangs, check_dependencies, check_references_once
+from .plan import ChainError, _hangs, check_dependencies, check_references_once
 
 _Y = np.array([0.0, 1.0, 0.0])
 
@@ -62,7 +63,7 @@ class Settings:
 
 
 def _settings(chains) -> Settings:
-    """The chains' settings as :class:`Settings`: from :data:`.plan.BULK_KEY` chains on one ``foreach_get``
+    """The chains' settings as :class:`Settings`: from :data:`..solver.switches.BULK_KEY` chains on one ``foreach_get``
     per setting (floats are stored as float32, read as such and widened exactly: the values each chain's
     property gives), below it chain by chain (a ``foreach_get`` costs ~10 us)."""
     count = len(chains)
@@ -252,19 +253,19 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
 
 def _blocks(arm: ArmatureFrame, items: list[tuple]) -> dict[int, Block]:
     """The armature's items by chain length (:class:`Block`), cached with its layout."""
-    key = tuple(plan.index for _, plan in items)
+    key = tuple(plan.chain_index for _, plan in items)
     cached = arm.layout.batch.get(key)
     if cached is None:
         by_length: dict[int, list[int]] = defaultdict(list)
         for k, (_, plan) in enumerate(items):
-            by_length[len(plan.idx)].append(k)
+            by_length[len(plan.cache_rows)].append(k)
         cached = {}
         for length, positions in by_length.items():
             plans = [items[k][1] for k in positions]
             sides = [rest_side(arm.ob, plan, plan.placed) if plan.placed else (0.0, 0.0, 1.0) for plan in plans]
-            cached[length] = Block(plans, positions, np.array([plan.idx for plan in plans]),
+            cached[length] = Block(plans, positions, np.array([plan.cache_rows for plan in plans]),
                                    np.array([plan.parent for plan in plans]), np.array(sides),
-                                   np.array([plan.index for plan in plans]))
+                                   np.array([plan.chain_index for plan in plans]))
         arm.layout.batch[key] = cached
     return cached
 
@@ -347,7 +348,7 @@ def _gather(group: Group, requests: Requests) -> None:
                 settings.iterations, settings.softness, settings.two_bone, settings.influence
             depsgraph, layer, inv_world_m, hangs = arm.depsgraph, arm.layer, arm.inv_world_m, arm.hangs
             render, view_layer = layer
-        i = plan.index
+        i = plan.chain_index
         try:
             # check_references_once
             target_ob = chain.target

@@ -145,7 +145,7 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
     ``references``: ``(target, pole, target_hangs, pole_hangs)`` when already read this frame
     (:func:`.plan.check_references_once`); ``use_stretch``: the chain's, when already read.
     """
-    n = len(plan.idx)
+    n = len(plan.cache_rows)
     placed = plan.placed
     if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
         check_pose_scale(plan, pre, parent, scale_flags,

@@ -23,11 +23,11 @@ class ChainError(Exception):
 class ChainPlan:
     """A validated chain, with its bones ordered root to tip."""
 
-    index: int
+    chain_index: int  # position in the armature's fabrik.chains
     bones: list[str]
     depth: int  # ancestors above the chain's root bone: parents are solved first
     # Filled from the armature's cache when the layout is built (both are rebuilt together):
-    idx: list[int] = field(default_factory=list)  # bone indices in the cache
+    cache_rows: list[int] = field(default_factory=list)  # the bones' rows in the armature's cache (cache.RigCache)
     parent: int = -1  # cache index of the root bone's parent, -1 for none
     limited: bool = False  # a bone has a joint limit (limits_for tells which placed ones do, each frame)
     length: float = 0.0  # the bones' rest lengths summed (armature space): the tolerance is a fraction of it
@@ -45,7 +45,7 @@ class ChainPlan:
     @property
     def placed(self) -> int:
         """How many of the chain's bones the solver places: all, or all but a tip that matches rotation."""
-        return len(self.idx) - 1 if self.match_rotation else len(self.idx)
+        return len(self.cache_rows) - 1 if self.match_rotation else len(self.cache_rows)
 
 
 @dataclass
@@ -111,15 +111,15 @@ def layout(ob, rig_cache: cache.RigCache | None = None, chains=None) -> Layout:
     if result is None:
         plans, invalid = _plan_chains(ob)
         for plan in plans:
-            plan.idx = [rig_cache.index[name] for name in plan.bones]
-            plan.parent = int(rig_cache.parents[plan.idx[0]])
-            plan.limited = bool(rig_cache.limited[plan.idx].any())
-            plan.length = float(rig_cache.lengths[plan.idx].sum())
+            plan.cache_rows = [rig_cache.index[name] for name in plan.bones]
+            plan.parent = int(rig_cache.parents[plan.cache_rows[0]])
+            plan.limited = bool(rig_cache.limited[plan.cache_rows].any())
+            plan.length = float(rig_cache.lengths[plan.cache_rows].sum())
         moved = {bone for plan in plans for bone in plan.bones}
         free, dependent, labels = [], [], {}
         for group in group_plans(plans):
             for plan in group:
-                labels[plan.index] = ", ".join(chains[p.index].name for p in group if p is not plan)
+                labels[plan.chain_index] = ", ".join(chains[p.chain_index].name for p in group if p is not plan)
             if len(group) == 1 and not _below(ob, group[0], moved):
                 free.append(group[0])
             else:
@@ -230,7 +230,7 @@ def _moved(ob, plans: list[ChainPlan]) -> dict[str, str]:
     moved: dict[str, str] = {}
     data = ob.data.bones
     for plan in plans:
-        label = chains[plan.index].name
+        label = chains[plan.chain_index].name
         for name in plan.bones:
             moved.setdefault(name, label)
         for child in data[plan.bones[0]].children_recursive:
@@ -258,7 +258,7 @@ def group_plans(plans: list[ChainPlan]) -> list[list[ChainPlan]]:
     groups: dict[int, list[ChainPlan]] = {}
     for k, plan in enumerate(plans):
         groups.setdefault(find(k), []).append(plan)
-    return sorted((sorted(g, key=lambda p: p.index) for g in groups.values()),
+    return sorted((sorted(g, key=lambda p: p.chain_index) for g in groups.values()),
                   key=lambda g: min(p.depth for p in g))
 
 

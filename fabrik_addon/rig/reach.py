@@ -39,7 +39,7 @@ def explain_rows(group, valid: list[int]) -> None:
         placed = n - 1 if group.settings["match"][c] else n
         if not placed:
             continue
-        i = plan.index
+        i = plan.chain_index
         _record(chain, plan.bones[:placed], float(group.settings["scale"][c]), group.every[c, :placed + 1],
                 np.array(group.targets[c]), group.moved[c, :placed + 1], reached=False,
                 converged=bool(group.converged[c]), tolerance=part.settings.tolerance[i] * plan.length,

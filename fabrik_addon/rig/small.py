@@ -21,6 +21,7 @@ from mathutils import Matrix, Quaternion, Vector
 from .. import diagnostics
 from ..solver import orient, solve_chain, solve_two_bone
 from ..solver.fabrik import solve_floats, solve_points
+from ..solver.switches import BULK_BONES_PER_WRITE, BULK_FIXED_WRITES  # tests set small.BULK_BONES_PER_WRITE
 from ..solver.two_bone import two_bone_points
 from . import reach, roll
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
@@ -88,15 +89,10 @@ def solve(arm: ArmatureFrame, items: list[tuple], free: bool = False) -> None:
 # channel's evaluated value may differ from the original one (a render's depsgraph does not write
 # animation back to it), so those are always written.
 
-# A quaternion written bone by bone costs about as much as reading and writing this many bones' rotations
-# with foreach_get/foreach_set (callgrind, Blender 5.0.1: ~12,600 instructions against ~2,000 a bone),
-# and a bulk write has a fixed cost of about this many single writes (the two calls and the tag).
-BULK_BONES_PER_WRITE = 6
-BULK_FIXED_WRITES = 4
 
 
 def _write_at_once(arm: ArmatureFrame, items: list[tuple]) -> bool:
-    written = sum(len(plan.idx) for _, plan in items)
+    written = sum(len(plan.cache_rows) for _, plan in items)
     return written * BULK_BONES_PER_WRITE > len(arm.cache.names) + BULK_FIXED_WRITES * BULK_BONES_PER_WRITE
 
 
@@ -142,13 +138,13 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
         parent, key = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist()), None
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
-    scales = [base_scale(arm, names[i]) for i in plan.idx] \
-        if use_stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.idx)) else None
+    scales = [base_scale(arm, names[i]) for i in plan.cache_rows] \
+        if use_stretch or (cache.scaled and not cache.scaled.isdisjoint(plan.cache_rows)) else None
     if scales is not None:
         key = None
     base, channels = [], []
     static = cache.static_base
-    for i in plan.idx:
+    for i in plan.cache_rows:
         q = static.get(i)  # base_rotation's first step, without the call
         if q is None:
             q = base_rotation(arm.ob, arm.ev, cache, i)
@@ -165,11 +161,11 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
         parent = Matrix.Identity(4)
     m = parent
     pre = []
-    for k, i in enumerate(plan.idx):
+    for k, i in enumerate(plan.cache_rows):
         location, scale = channels[k]
         m = m @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, base[k], scale if scales is None else scales[k])
         pre.append(m)
-    joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.idx[-1]]), 0.0))]
+    joints = [mk.translation for mk in pre] + [pre[-1] @ Vector((0.0, float(cache.lengths[plan.cache_rows[-1]]), 0.0))]
     placed = plan.placed
     xs, ys, zs = (list(c) for c in zip(*joints[:placed + 1]))
     sqrt = math.sqrt
@@ -249,7 +245,7 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
            scales: list[Vector], match: bool) -> tuple[list[Quaternion], list[Vector]]:
     """The influence-1 rotations (and stretch) blended toward the pose without IK (:mod:`.influence`)."""
     cache, plan = arm.cache, inputs.plan
-    idx = list(plan.idx)
+    idx = list(plan.cache_rows)
     names = plan.bones
     location = np.array([arm.ev_bones[name].location[:] for name in names])
     own = np.array([arm.ev_bones[name].scale[:] for name in names]) if pose.scales is None else \
@@ -300,10 +296,10 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
             pose.frame, pose.frame_axes = roll.start_frame(joints[:placed + 1], side)
         turns = roll.chain_turns(pose.frame, pose.frame_axes, joints, solved, inputs.pole,
-                                 len(plan.idx) - (frame is not None))
+                                 len(plan.cache_rows) - (frame is not None))
     rotations = []
     scales: list[Vector] = []
-    last = len(plan.idx) - 1
+    last = len(plan.cache_rows) - 1
     stretching = pose.scales is not None and inputs.chain.use_stretch
     # Uniform scale (checked by chain_inputs unless the chain stretches): a bone's local rotation is its
     # parent's armature-space rotation, undone, composed with its own, all quaternions (a few mathutils
@@ -311,7 +307,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     above = pose.parent if stretching else pose.parent.to_quaternion().conjugated()
     inverse_rest = cache.rel_inverse_rotations
     check = 0.0
-    for k, i in enumerate(plan.idx):
+    for k, i in enumerate(plan.cache_rows):
         m = pose.pre[k]
         tip = frame is not None and k == last
         turn = None if tip or turns is None else turns[k]
@@ -345,7 +341,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     keep_matrices = arm.keep_matrices
     static = cache.static_base
     final = pose.parent
-    for k, (i, q) in enumerate(zip(plan.idx, rotations)):
+    for k, (i, q) in enumerate(zip(plan.cache_rows, rotations)):
         name = plan.bones[k]
         if cache.modes[i] != 'QUATERNION':
             write_near_base(arm, name, q)

@@ -50,7 +50,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
             _failed(ob, None, error, stale if retry else None)
             continue
         for p in arm.layout.free:
-            bones_by_length[len(p.idx)] += len(p.idx)
+            bones_by_length[len(p.cache_rows)] += len(p.cache_rows)
         frames.append(arm)
         if release_dropped(arm):  # chains below such bones are solved on the few-chain path, which reads
             released.add(arm)  # their new matrices (arm.new_matrices) instead of the evaluated pose
@@ -60,11 +60,11 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         many: list[tuple] = []
         scaled = arm.cache.scaled
         for p in arm.layout.free:
-            chain = arm.chains[p.index]
+            chain = arm.chains[p.chain_index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
             # (the cheap test first: a chain bound for the few-chain path needs no other read)
-            few_chain = bones_by_length[len(p.idx)] <= SMALL_BONES or chain.use_stretch \
-                or (scaled and not scaled.isdisjoint(p.idx)) or arm in released
+            few_chain = bones_by_length[len(p.cache_rows)] <= SMALL_BONES or chain.use_stretch \
+                or (scaled and not scaled.isdisjoint(p.cache_rows)) or arm in released
             (few if few_chain else many).append((chain, p))
         if few:
             # free: nothing above these chains moved this frame, unless bones a chain dropped were released
@@ -81,7 +81,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         if arm.ob in stale:
             continue
         for group in arm.layout.dependent:
-            chains = [arm.chains[plan.index] for plan in group]
+            chains = [arm.chains[plan.chain_index] for plan in group]
             if len(group) == 1:
                 _isolated(arm, chains, stale if retry else None, small.solve, arm, [(chains[0], group[0])])
             else:
@@ -188,7 +188,7 @@ def release_all(ob, depsgraph) -> None:
             print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK of '{name}': {error}")
 
 
-def settle(ob, reason: str, depsgraph) -> None:
+def leave_unsolved(ob, reason: str, depsgraph) -> None:
     """An armature that is not solved now (switched off, Rest Position): chains report why, and bones
     posed by a chain that was switched off by animation get their pose without IK back."""
     for chain in ob.fabrik.chains:

@@ -52,7 +52,7 @@ class _Goals:
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     """Solve the chains of ``plans`` (which share bones) as one tree and write every bone's rotation;
     then each chain's own branch again as a lone chain (:func:`_solve_branches`)."""
-    chains = [arm.chains[p.index] for p in plans]
+    chains = [arm.chains[p.chain_index] for p in plans]
     tree = _pose_without_ik(arm, chains, plans)
     goals = _goals(arm, tree, chains, plans)
     result = _solve(arm, tree, goals, chains, plans)
@@ -103,7 +103,7 @@ def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -
     for plan in plans:
         root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
         check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
-                         uniform=not arm.chains[plan.index].use_stretch)
+                         uniform=not arm.chains[plan.chain_index].use_stretch)
     return _Tree(names, index, data, ev_bones, pose_bones, rel, channels, base, top_parent, stretching, scales, pre)
 
 
@@ -226,9 +226,9 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
         if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans):
             continue
         last -= 1
-        idx = plan.idx[last + 1:]
-        branch = ChainPlan(plan.index, plan.bones[last + 1:], plan.depth + last + 1, idx=idx,
-                           parent=int(rig_cache.parents[idx[0]]), limited=bool(rig_cache.limited[idx].any()),
+        rows = plan.cache_rows[last + 1:]
+        branch = ChainPlan(plan.chain_index, plan.bones[last + 1:], plan.depth + last + 1, cache_rows=rows,
+                           parent=int(rig_cache.parents[rows[0]]), limited=bool(rig_cache.limited[rows].any()),
                            references_checked=plan.references_checked,
                            scale_free=[k - last - 1 for k in plan.scale_free if k > last],
                            match_rotation=plan.match_rotation,

@@ -140,33 +140,11 @@ def solve_tree(
     TreeResult
         The best pose seen when not every weighted effector was reached.
     """
-    start = np.array(joints, dtype=np.float64)
-    if start.ndim != 2 or start.shape[1] not in (2, 3) or start.shape[0] < 2:
-        raise ValueError(f"joints must have shape (J, 2) or (J, 3) with J >= 2, got {start.shape}")
-    check_finite(start, "joints")
+    inputs = _check_inputs(joints, parents, effectors, targets, weights, poles, rigid,
+                           (tolerance, max_iterations, min_improvement))
+    start, parent, effector, tgt, weight, pole, rigid_set = (inputs.start, inputs.parent, inputs.effector,
+                                                             inputs.targets, inputs.weights, inputs.poles, inputs.rigid)
     count, dim = start.shape
-    parent = _check_parents(parents, count)
-    effector = np.array(effectors, dtype=np.int64).reshape(-1)
-    if len(effector) == 0 or len(set(effector.tolist())) != len(effector):
-        raise ValueError("effectors must list one or more distinct joints")
-    if effector.min() < 0 or effector.max() >= count or (parent[effector] < 0).any():
-        raise ValueError("effectors must be joint indices other than the root")
-    tgt = pad3(check_points(targets, (len(effector), dim), "targets"))
-    weight = np.ones(len(effector)) if weights is None else np.array(weights, dtype=np.float64).reshape(-1)
-    if weight.shape != (len(effector),) or not np.isfinite(weight).all() or (weight < 0).any() or (weight > 1).any():
-        raise ValueError(f"weights must be {len(effector)} numbers in [0, 1]")
-    pole = None
-    if poles is not None:
-        pole = np.array(poles, dtype=np.float64)
-        if pole.shape != (len(effector), dim):
-            raise ValueError(f"poles must have shape {(len(effector), dim)}, got {pole.shape}")
-        if np.isinf(pole).any():
-            raise ValueError("poles contains infinity (use NaN rows for effectors without a pole)")
-        pole = pad3(pole)
-    check_settings(tolerance, max_iterations, min_improvement)
-    rigid_set = set() if rigid is None else {int(j) for j in np.array(rigid, dtype=np.int64).reshape(-1)}
-    if any(not 0 <= j < count for j in rigid_set):
-        raise ValueError("rigid must list joint indices")
     resolved = None
     if limits is not None:
         resolved = _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pad3(start), parent, rigid_set)
@@ -199,6 +177,53 @@ def solve_tree(
     reached = errors <= tolerance
     settled = settled or bool(reached[weight > 0.0].all())
     return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled)  # type: ignore[arg-type]
+
+
+@dataclass(eq=False)
+class _TreeInputs:
+    """:func:`solve_tree`'s arguments, checked; points in 3D."""
+
+    start: np.ndarray  # (J, D) as given
+    parent: np.ndarray  # (J,)
+    effector: np.ndarray  # (E,)
+    targets: np.ndarray  # (E, 3)
+    weights: np.ndarray  # (E,)
+    poles: np.ndarray | None  # (E, 3), NaN rows for none
+    rigid: set[int]
+
+
+def _check_inputs(joints: object, parents: object, effectors: object, targets: object, weights: object,
+                  poles: object, rigid: object, settings: tuple[float, int, float]) -> _TreeInputs:
+    """Check :func:`solve_tree`'s arguments (``settings``: tolerance, max_iterations, min_improvement),
+    raising ``ValueError`` naming the first bad one."""
+    start = np.array(joints, dtype=np.float64)
+    if start.ndim != 2 or start.shape[1] not in (2, 3) or start.shape[0] < 2:
+        raise ValueError(f"joints must have shape (J, 2) or (J, 3) with J >= 2, got {start.shape}")
+    check_finite(start, "joints")
+    count, dim = start.shape
+    parent = _check_parents(parents, count)
+    effector = np.array(effectors, dtype=np.int64).reshape(-1)
+    if len(effector) == 0 or len(set(effector.tolist())) != len(effector):
+        raise ValueError("effectors must list one or more distinct joints")
+    if effector.min() < 0 or effector.max() >= count or (parent[effector] < 0).any():
+        raise ValueError("effectors must be joint indices other than the root")
+    tgt = pad3(check_points(targets, (len(effector), dim), "targets"))
+    weight = np.ones(len(effector)) if weights is None else np.array(weights, dtype=np.float64).reshape(-1)
+    if weight.shape != (len(effector),) or not np.isfinite(weight).all() or (weight < 0).any() or (weight > 1).any():
+        raise ValueError(f"weights must be {len(effector)} numbers in [0, 1]")
+    pole = None
+    if poles is not None:
+        pole = np.array(poles, dtype=np.float64)
+        if pole.shape != (len(effector), dim):
+            raise ValueError(f"poles must have shape {(len(effector), dim)}, got {pole.shape}")
+        if np.isinf(pole).any():
+            raise ValueError("poles contains infinity (use NaN rows for effectors without a pole)")
+        pole = pad3(pole)
+    check_settings(*settings)
+    rigid_set = set() if rigid is None else {int(j) for j in np.array(rigid, dtype=np.int64).reshape(-1)}
+    if any(not 0 <= j < count for j in rigid_set):
+        raise ValueError("rigid must list joint indices")
+    return _TreeInputs(start, parent, effector, tgt, weight, pole, rigid_set)
 
 
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
