@@ -262,6 +262,25 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
     return blended, [Vector(v) for v in own + fraction * (full_scale - own)]
 
 
+def _turns(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult,
+           tip_takes_target: bool) -> list[Quaternion] | None:
+    """Each placed bone's world turn from its pose without IK to its solved one (None: no bone placed)."""
+    placed, joints, solved = inputs.placed, pose.joints, result.joints
+    if not placed:
+        return None
+    if result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
+        # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
+        return [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()).to_quaternion() for k in range(placed)]
+    if inputs.limits is not None:
+        return [Matrix(rows).to_quaternion() for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
+    # The roll rule (.roll: the chain's frame, then parallel transport bone by bone).
+    if pose.frame is None:
+        side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, inputs.plan, placed))
+        pose.frame, pose.frame_axes = roll.start_frame(joints[:placed + 1], side)
+    return roll.chain_turns(pose.frame, pose.frame_axes, joints, solved, inputs.pole,
+                            len(inputs.plan.cache_rows) - tip_takes_target)
+
+
 def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult, stretch: float,
            pending: list | None = None) -> None:
     """Turn each bone by its turn (:func:`.roll.chain_turns`: the segment's direction and the
@@ -279,24 +298,11 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
 
     ``pending``: a list to leave the quaternion channels in for :func:`_write_all`, else None.
     """
-    cache, plan, joints = arm.cache, inputs.plan, pose.joints
+    cache, plan = arm.cache, inputs.plan
     influence = inputs.influence
     frame = None if inputs.target_matrix is None else unit_columns(inputs.target_matrix)
     placed = inputs.placed
-    turns: list[Quaternion] | None = None
-    solved = result.joints
-    if placed and result.frames is not None and inputs.limits is not None and inputs.limits.frames is not None:
-        # As the limits measured them: hinges turn about X alone, the bone above a hinge rolls.
-        turns = [Matrix((result.frames[k] @ inputs.limits.frames[k].T).tolist()).to_quaternion() for k in range(placed)]
-    elif placed and inputs.limits is not None:
-        turns = [Matrix(rows).to_quaternion() for rows in orient.segment_turns_floats(joints[:placed + 1], solved)]
-    elif placed:
-        # The roll rule (.roll: the chain's frame, then parallel transport bone by bone).
-        if pose.frame is None:
-            side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, plan, placed))
-            pose.frame, pose.frame_axes = roll.start_frame(joints[:placed + 1], side)
-        turns = roll.chain_turns(pose.frame, pose.frame_axes, joints, solved, inputs.pole,
-                                 len(plan.cache_rows) - (frame is not None))
+    turns = _turns(arm, inputs, pose, result, frame is not None)
     rotations = []
     scales: list[Vector] = []
     last = len(plan.cache_rows) - 1
