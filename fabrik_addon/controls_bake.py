@@ -21,7 +21,7 @@ from bpy.app.translations import pgettext_rpt as rpt_
 from bpy.props import BoolProperty, FloatProperty, IntProperty
 
 from . import adapter, bake, compat, handlers, pole, snap
-from .polls import active_armature
+from .polls import active_armature, has_chains
 from .rig.plan import ChainError, chain_bones, check_dependencies
 
 TRANSFORM = ("location", "rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
@@ -450,14 +450,7 @@ class POSE_OT_fabrik_bake_controls(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = active_armature(context)
-        if ob is None:
-            cls.poll_message_set("Select an armature")
-            return False
-        if not len(ob.fabrik.chains):
-            cls.poll_message_set("This armature has no FABRIK chains")
-            return False
-        return True
+        return has_chains(cls, active_armature(context), "Select an armature")
 
     def invoke(self, context, event):
         self._fill_range(context.scene)

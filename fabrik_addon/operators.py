@@ -8,7 +8,7 @@ from bpy.props import BoolProperty, EnumProperty, IntProperty
 from mathutils import Matrix, Vector
 
 from . import handlers, pole
-from .polls import active_armature, armature_in_pose_mode
+from .polls import active_armature, armature_in_pose_mode, has_chains
 from .props import SOLVER_ITEMS
 from .rig.base_pose import capture_base, release
 from .rig.plan import ChainError, chain_bones
@@ -112,14 +112,7 @@ class POSE_OT_fabrik_chain_remove(bpy.types.Operator):
 
     @classmethod
     def poll(cls, context):
-        ob = active_armature(context)
-        if ob is None:
-            cls.poll_message_set("Select an armature")
-            return False
-        if not len(ob.fabrik.chains):
-            cls.poll_message_set("This armature has no FABRIK chains")
-            return False
-        return True
+        return has_chains(cls, active_armature(context), "Select an armature")
 
     def execute(self, context):
         settings = context.object.fabrik

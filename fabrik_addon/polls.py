@@ -15,6 +15,18 @@ def armature_in_pose_mode(context):
     return ob if ob is not None and context.mode == 'POSE' else None
 
 
+def has_chains(cls, ob, missing: str) -> bool:
+    """For an operator's ``poll``: ``ob`` is an armature with chains; otherwise say why not (``missing``:
+    what to ask for when ``ob`` is None)."""
+    if ob is None:
+        cls.poll_message_set(missing)
+        return False
+    if not len(ob.fabrik.chains):
+        cls.poll_message_set("This armature has no FABRIK chains")
+        return False
+    return True
+
+
 def active_chain(context):
     """The active armature's active chain, or None (no armature, no chains)."""
     ob = active_armature(context)

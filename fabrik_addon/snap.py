@@ -18,7 +18,7 @@ from bpy.props import BoolProperty
 from mathutils import Matrix, Vector
 
 from . import adapter, compat, handlers, pole
-from .polls import armature_in_pose_mode
+from .polls import armature_in_pose_mode, has_chains
 from .rig.base_pose import capture_base, capture_scale
 from .rig.plan import ChainError, chain_bones, check_references
 from .solver.prepare import EPS
@@ -482,14 +482,7 @@ class _Snap:
     @classmethod
     def can_snap(cls, context) -> bool:
         """An armature in Pose Mode with chains; otherwise say why not."""
-        ob = armature_in_pose_mode(context)
-        if ob is None:
-            cls.poll_message_set("Select an armature in Pose Mode")
-            return False
-        if not len(ob.fabrik.chains):
-            cls.poll_message_set("This armature has no FABRIK chains")
-            return False
-        return True
+        return has_chains(cls, armature_in_pose_mode(context), "Select an armature in Pose Mode")
 
     def keyframe_wanted(self, context) -> bool:
         """``keyframe`` as given, else the scene's auto-keying."""
