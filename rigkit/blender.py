@@ -128,6 +128,17 @@ def key_path(ob, points: Sequence[tuple], frames: Sequence[int]):
         ob.keyframe_insert("location", frame=frame)
 
 
+def dark_world_and_sun(scene) -> None:
+    """The pictures' lighting: a near-black world and one sun from the front left, above."""
+    world = bpy.data.worlds.new("World")
+    world.color = (0.05, 0.05, 0.06)
+    scene.world = world
+    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
+    sun.data.energy = 4.0
+    sun.rotation_euler = (math.radians(40), math.radians(15), math.radians(30))
+    scene.collection.objects.link(sun)
+
+
 def material(name: str, color: tuple[float, float, float], emission: float = 0.0):
     """A Principled BSDF material of ``color`` (glowing with ``emission`` strength if above 0)."""
     mat = bpy.data.materials.new(name)

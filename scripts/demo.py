@@ -31,7 +31,7 @@ from mathutils import Matrix  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 from fabrik_addon import bake  # noqa: E402
-from rigkit.blender import add_chain, armature, empty, key_path, material, skin  # noqa: E402
+from rigkit.blender import add_chain, armature, dark_world_and_sun, empty, key_path, material, skin  # noqa: E402
 
 
 def key_every_frame(ob, frames, position):
@@ -249,13 +249,7 @@ def setup_render(frames_to_show):
     scene.render.resolution_x, scene.render.resolution_y = 640, 360
     scene.render.resolution_percentage = 100
     scene.render.image_settings.file_format = 'PNG'
-    world = bpy.data.worlds.new("World")
-    world.color = (0.05, 0.05, 0.06)
-    scene.world = world
-    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
-    sun.data.energy = 4.0
-    sun.rotation_euler = (math.radians(40), math.radians(15), math.radians(30))
-    scene.collection.objects.link(sun)
+    dark_world_and_sun(scene)
     floor = bpy.data.meshes.new("Floor")
     floor.from_pydata([(-9, -4, 0), (10, -4, 0), (10, 4, 0), (-9, 4, 0)], [], [(0, 1, 2, 3)])
     scene.collection.objects.link(bpy.data.objects.new("Floor", floor))

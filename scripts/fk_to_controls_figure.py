@@ -23,7 +23,7 @@ from demo import add_markers, text  # noqa: E402
 
 import fabrik_addon  # noqa: E402
 from fabrik_addon import controls_bake  # noqa: E402
-from rigkit.blender import add_chain, skin, walk_rig  # noqa: E402
+from rigkit.blender import add_chain, dark_world_and_sun, skin, walk_rig  # noqa: E402
 
 FRAMES = 120
 LIMBS = [("shin.L", 2, {'solver': 'TWO_BONE'}), ("foot.R", 3, {}), ("forearm.L", 2, {}), ("hand.R", 3, {})]
@@ -55,13 +55,7 @@ def render(frame: int, out: Path) -> None:
     scene.render.resolution_x, scene.render.resolution_y = 560, 360
     scene.render.image_settings.file_format = 'PNG'
     scene.render.image_settings.color_mode = 'RGB'
-    world = bpy.data.worlds.new("World")
-    world.color = (0.05, 0.05, 0.06)
-    scene.world = world
-    sun = bpy.data.objects.new("Sun", bpy.data.lights.new("Sun", 'SUN'))
-    sun.data.energy = 4.0
-    sun.rotation_euler = (math.radians(40), math.radians(15), math.radians(30))
-    scene.collection.objects.link(sun)
+    dark_world_and_sun(scene)
     camera = bpy.data.objects.new("Camera", bpy.data.cameras.new("Camera"))
     # From the side (+X, looking along -X): the walk swings across the picture, the FK rig on the left.
     camera.location = (4.2, 0.0, 1.0)
