@@ -187,3 +187,37 @@ def test_a_renamed_metarig_hand_bone_keeps_its_chain_reaching(way, solve_path):
         assert chain.tip_bone == "palm.L"
         assert chain.status == 'REACHED', chain.message
         assert np.linalg.norm(world_tail(ob, "palm.L") - np.array(target.location)) < 1e-3 * length
+
+
+FRAMES = list(range(1, 5))
+
+
+def all_chains_pose(spine_lengths):
+    """The metarig with all of :data:`realrig.METARIG_CHAINS` (legs, arms, finger on their keyed paths), the
+    spine chain's length set to each of ``spine_lengths`` in turn, one frame each; the world heads and tails
+    of every bone at the last frame."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    ob = realrig.metarig()
+    chains = realrig.add_fabrik_chains(ob, realrig.METARIG_CHAINS, FRAMES)
+    spine = chains[SPINE.tip][0]
+    scene = bpy.context.scene
+    for frame, length in zip(FRAMES, spine_lengths):
+        spine.chain_length = length
+        scene.frame_set(frame)
+    for tip, (chain, _) in chains.items():
+        assert chain.status == 'REACHED', (tip, chain.message)
+    np.testing.assert_allclose(basis(ob, "spine"), np.eye(4), atol=1e-6)  # the metarig rests: no IK is rest
+    names = [pb.name for pb in ob.pose.bones]
+    return ob, {name: (world_head(ob, name), world_tail(ob, name)) for name in names}
+
+
+@pytest.mark.parametrize("lengths", [(4, 4, 3, 3), (4, 4, 4, 3), (4, 3, 4, 2)])
+def test_the_full_metarig_after_shortening_its_spine_is_posed_as_if_it_had_always_been_short(lengths, solve_path):
+    """With every chain of the metarig live (its legs hang from ``spine``), a spine chain shortened at
+    some frame poses every bone, knees included, as a spine chain that short from the start."""
+    ob, after = all_chains_pose(lengths)
+    leg = leg_length(ob)
+    _, always = all_chains_pose([lengths[-1]] * len(lengths))
+    for name, (head, tail) in always.items():
+        for got, expected in ((after[name][0], head), (after[name][1], tail)):
+            assert np.linalg.norm(got - expected) <= 1e-5 * leg, (name, np.linalg.norm(got - expected) / leg)
