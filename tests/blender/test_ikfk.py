@@ -615,3 +615,77 @@ def test_snap_ik_to_fk_reads_the_keyed_fk_pose_while_ik_is_shown(name):
         scene.frame_set(k)
         worst = max(worst, largest_move(fk, joints(rig.ob)) / rig.length)
     assert worst <= IK_TO_FK
+
+
+# --- poles on N-bone chains whose own bend disagrees with their centroid (issue 23) ------------------------------
+
+def free_chain_rig(count: int, mode: str, cones: bool) -> Rig:
+    """``count`` bones with a pole, every bone in rotation ``mode``; with ``cones``, elliptical cones."""
+    ob = straightish_chain(f"Chain{count}", count, length=0.5, bend=0.05)
+    for pb in ob.pose.bones:
+        pb.rotation_mode = mode
+    posers = {"b0": free(1.5)}
+    for k in range(1, count):
+        if cones:
+            limit = ob.pose.bones[f"b{k}"].fabrik_limit
+            limit.mode = 'CONE'
+            limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down = 0.8, 0.9, 1.0, 0.85
+        posers[f"b{k}"] = inside_cone(0.7, twist=0.5)
+    length = 0.5 * count
+    chain = add_chain(ob, f"b{count - 1}", count, empty(f"Chain{count}Target", (0.0, 0.05, length)),
+                      pole=empty(f"Chain{count}Pole", (0.0, length, 0.5 * length)), iterations=10)
+    return Rig(ob, [chain], posers, length)
+
+
+def s_curve(count: int, amount: float, twist: float):
+    """Posers for an S: the first half of the bones bends one way, the rest back (with a random twist,
+    so the S leaves its plane), the joints' centroid near the root-tip line."""
+    half = count // 2
+
+    def turn(sign):
+        def pose(rng):
+            tilt = Quaternion((1.0, 0.0, 0.0), sign * rng.uniform(0.5 * amount, amount))
+            return tilt @ Quaternion((0.0, 1.0, 0.0), rng.uniform(-twist, twist))
+        return pose
+    posers = {"b0": free(1.0)}
+    posers.update({f"b{k}": turn(1.0 if k < half else -1.0) for k in range(1, count)})
+    return posers
+
+
+def snap_and_switch(rig: Rig, rng, poses: int) -> float:
+    """Largest joint move (chain lengths) when switching IK on after snapping IK to FK, ``poses`` random FK
+    poses, the chain off while posed."""
+    worst = 0.0
+    for _k in range(poses):
+        rig.chains[0].enabled = False
+        random_fk(rig, rng)
+        fk = joints(rig.ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        rig.chains[0].enabled = True
+        ik = joints(rig.ob)
+        assert rig.chains[0].status == 'REACHED', rig.chains[0].message
+        worst = max(worst, largest_move(fk, ik) / rig.length)
+    return worst
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_snap_ik_to_fk_of_a_non_planar_4_bone_chain_with_a_pole_moves_nothing(mode, solve_path):
+    """Issue 23: a 4-bone non-planar chain with a pole, 25 random FK poses, every rotation mode."""
+    rig = free_chain_rig(4, mode, cones=False)
+    pose_mode(rig.ob)
+    worst = snap_and_switch(rig, np.random.default_rng(23), 25)
+    print(f"\n4 bones, pole, {mode}: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("count", [5, 6, 7])
+@pytest.mark.parametrize("cones", [False, True], ids=["free", "cones"])
+def test_snap_ik_to_fk_of_an_s_shaped_chain_with_a_pole_moves_nothing(count, cones, solve_path):
+    """S-shaped 5-7 bone chains with a pole: their joints' centroid sits near the root-tip line while the
+    joints bulge both ways, so small differences in where the bend reads roll the chain."""
+    rig = free_chain_rig(count, 'QUATERNION', cones)
+    rig.posers = s_curve(count, 0.6 if cones else 0.9, twist=0.4)
+    pose_mode(rig.ob)
+    worst = snap_and_switch(rig, np.random.default_rng(100 + count), 20)
+    print(f"\n{count} bones S, pole, {'cones' if cones else 'free'}: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
