@@ -418,6 +418,15 @@ def default_range(scene) -> tuple[int, int]:
     return scene.frame_start, scene.frame_end
 
 
+def fill_range(operator, scene) -> None:
+    """An operator's ``frame_start`` / ``frame_end`` the caller did not set: :func:`default_range`."""
+    start, end = default_range(scene)
+    if not operator.properties.is_property_set("frame_start"):
+        operator.frame_start = start
+    if not operator.properties.is_property_set("frame_end"):
+        operator.frame_end = end
+
+
 class POSE_OT_fabrik_bake(bpy.types.Operator):
     bl_idname = "pose.fabrik_bake"
     bl_label = "Bake FABRIK IK"
@@ -470,18 +479,11 @@ class POSE_OT_fabrik_bake(bpy.types.Operator):
         return True
 
     def invoke(self, context, event):
-        self._fill_range(context.scene)
+        fill_range(self, context.scene)
         return context.window_manager.invoke_props_dialog(self)
 
-    def _fill_range(self, scene) -> None:
-        start, end = default_range(scene)
-        if not self.properties.is_property_set("frame_start"):
-            self.frame_start = start
-        if not self.properties.is_property_set("frame_end"):
-            self.frame_end = end
-
     def execute(self, context):
-        self._fill_range(context.scene)
+        fill_range(self, context.scene)
         ob = context.object
         settings = ob.fabrik
         if self.only_active_chain:

@@ -453,18 +453,11 @@ class POSE_OT_fabrik_bake_controls(bpy.types.Operator):
         return has_chains(cls, active_armature(context), "Select an armature")
 
     def invoke(self, context, event):
-        self._fill_range(context.scene)
+        bake.fill_range(self, context.scene)
         return context.window_manager.invoke_props_dialog(self)
 
-    def _fill_range(self, scene) -> None:
-        start, end = bake.default_range(scene)
-        if not self.properties.is_property_set("frame_start"):
-            self.frame_start = start
-        if not self.properties.is_property_set("frame_end"):
-            self.frame_end = end
-
     def execute(self, context):
-        self._fill_range(context.scene)
+        bake.fill_range(self, context.scene)
         ob = active_armature(context)
         if ob is None or not len(ob.fabrik.chains):
             self.report({'ERROR'}, rpt_("Select an armature with FABRIK chains"))
