@@ -12,7 +12,7 @@ from mathutils import Matrix, Vector
 
 from .. import adapter, cache
 from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
-from ..solver.rotations import matrix_from_two_vectors
+from ..solver.rotations import matrices_from_quaternions, matrix_from_two_vectors
 from .plan import ChainError, ChainPlan, Layout, _hangs, layout
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
@@ -398,3 +398,24 @@ def segment_frames(matrices: list[np.ndarray], joints: np.ndarray) -> np.ndarray
 def unit_columns(matrix: np.ndarray) -> np.ndarray:
     m = np.array(matrix)[:3, :3]
     return m / np.linalg.norm(m, axis=0)
+
+
+def basis_matrices(q: np.ndarray, location: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Basis matrices (..., 4, 4) = translation @ rotation @ scale, as Blender composes them."""
+    m = np.zeros(q.shape[:-1] + (4, 4))
+    m[..., :3, :3] = matrices_from_quaternions(q) * scale[..., None, :]
+    m[..., :3, 3] = location
+    m[..., 3, 3] = 1.0
+    return m
+
+
+def forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
+    """Armature-space pose matrices (C, n, 4, 4) of chains from their parents' and their basis matrices
+    (the batched path's start poses and written matrices, and the influence blend of both paths)."""
+    local = rel @ basis_matrices(q, location, scale)
+    out = np.empty_like(local)
+    m = parent
+    for k in range(local.shape[1]):
+        m = m @ local[:, k]
+        out[:, k] = m
+    return out

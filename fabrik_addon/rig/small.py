@@ -25,7 +25,6 @@ from ..solver.switches import BULK_BONES_PER_WRITE, BULK_FIXED_WRITES  # tests s
 from ..solver.two_bone import two_bone_points
 from . import reach, roll
 from .base_pose import base_rotation, base_scale, restore_scale, stretched_local, write_near_base
-from .batch import _forward_kinematics
 from .influence import blend_fraction, blend_rotations
 from .inputs import (
     ZERO_LENGTH,
@@ -255,7 +254,7 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
     full = np.array([q[:] for q in rotations])
     full_scale = np.array([v[:] for v in scales]) if scales else None
     fraction = blend_fraction(np.array(pose.parent), cache.rel[idx], location, own, base, full, end,
-                              np.array(inputs.target), inputs.influence, _forward_kinematics, full_scale)
+                              np.array(inputs.target), inputs.influence, full_scale)
     blended = [Quaternion(q) for q in blend_rotations(base, full, fraction)]
     if full_scale is None:
         return blended, scales
