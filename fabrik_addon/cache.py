@@ -42,6 +42,9 @@ class RigCache:
     # Base rotations (mathutils, never mutated by readers) of bones whose rotation is neither keyed
     # nor driven; dropped when the base is captured again or the action changes.
     static_base: dict = field(default_factory=dict)
+    # The few-chain path's last write of each bone's quaternion channels (row -> wxyz tuple): the channels
+    # are read back to skip an unchanged write only where the solve repeats it (.rig.small._write).
+    written: dict = field(default_factory=dict)
 
 
 _caches: dict[int, RigCache] = {}

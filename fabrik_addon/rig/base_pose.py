@@ -49,6 +49,8 @@ def keyed_channels(ob, name: str, evaluated_bone) -> tuple[float, ...]:
 def remember_written(ob, bones) -> None:
     """After a solve of armature ``ob`` (``bones``: its pose bones): note what the keyed bones it solved
     now hold (bones it did not solve may be posed by the user meanwhile: their value is news)."""
+    if not _keyed:  # no keyed bone read since the frame changed (the usual frame of unkeyed chains)
+        return
     uid = ob.session_uid
     per = _keyed.get(uid)
     if not per:

@@ -21,7 +21,6 @@ from ..solver import solve_chain, solve_chains, solve_two_bone
 from ..solver.orient import chains_turns
 from ..solver.rotations import (
     inverse3,
-    matrices_from_quaternions,
     matrices_from_two_vectors,
     normalized,
     quaternion_from_matrix,
@@ -37,6 +36,7 @@ from .inputs import (
     _evaluated,
     _in_view_layer,
     check_pose_scale,
+    forward_kinematics,
     limits_for,
     pose_scale_flags,
     rest_side,
@@ -224,7 +224,7 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
             if len(has):  # standalone chains hang under no other chain: the evaluated pose holds
                 parent[start + has] = part.evaluated_matrices()[block.parents[has]]
             start += len(block.plans)
-        pre = _forward_kinematics(parent, table.rel[idx], table.base[idx], table.location[idx], table.scale[idx])
+        pre = forward_kinematics(parent, table.rel[idx], table.base[idx], table.location[idx], table.scale[idx])
         tails = np.einsum("cij,cj->ci", pre[:, -1, :3, :3], table.lengths[idx[:, -1], None] * _Y) + pre[:, -1, :3, 3]
         every = np.concatenate([pre[..., :3, 3], tails[:, None]], axis=1)  # heads, then the tip's tail
         members = blocks[length]
@@ -301,26 +301,6 @@ def solve_requests(requests: Requests) -> None:
                 group.targets.update((c, t) for c, t, hit in zip(rows, targets, results.reached[start:end]) if not hit)
             start = end
     requests.clear()
-
-
-def _basis(q: np.ndarray, location: np.ndarray, scale: np.ndarray) -> np.ndarray:
-    """Basis matrices (..., 4, 4) = translation @ rotation @ scale, as Blender composes them."""
-    m = np.zeros(q.shape[:-1] + (4, 4))
-    m[..., :3, :3] = matrices_from_quaternions(q) * scale[..., None, :]
-    m[..., :3, 3] = location
-    m[..., 3, 3] = 1.0
-    return m
-
-
-def _forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
-    """Armature-space pose matrices (C, n, 4, 4) of chains from their parents' and their basis matrices."""
-    local = rel @ _basis(q, location, scale)
-    out = np.empty_like(local)
-    m = parent
-    for k in range(local.shape[1]):
-        m = m @ local[:, k]
-        out[:, k] = m
-    return out
 
 
 def _gather(group: Group, requests: Requests) -> None:
@@ -458,7 +438,7 @@ def _write(table: Table, group: Group) -> None:
             i = vidx[v]
             end = np.array([0.0, 0.0 if frames[v] is not None else float(table.lengths[i[-1]]), 0.0, 1.0])
             fraction = blend_fraction(vparent[v], table.rel[i], table.location[i], table.scale[i], table.base[i],
-                                      q[v], end, target, float(influence[v]), _forward_kinematics)
+                                      q[v], end, target, float(influence[v]))
             q[v] = blend_rotations(table.base[i], q[v], fraction)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
     if not finite.all():  # never write a non-finite value: such chains keep their pose
@@ -476,7 +456,7 @@ def _write(table: Table, group: Group) -> None:
         write_near_base(part.arm, plan.bones[k], Quaternion(q[v, k]))
     keep = [v for v, c in enumerate(valid) if items[c][0].arm.keep_matrices]
     if keep:  # chains hanging below these start from the pose just written
-        final = _forward_kinematics(vparent[keep], table.rel[vidx[keep]], q[keep], table.location[vidx[keep]],
+        final = forward_kinematics(vparent[keep], table.rel[vidx[keep]], q[keep], table.location[vidx[keep]],
                                     table.scale[vidx[keep]])
         for row, v in enumerate(keep):
             part, _, plan = items[valid[v]]

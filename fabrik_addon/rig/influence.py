@@ -13,11 +13,10 @@ of a 10-bone chain 0.58-0.79 of the way and let the distance grow with influence
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from ..solver.rotations import slerp_quaternions
+from .inputs import forward_kinematics
 
 # The fraction is found on a grid of GRID + 1 fractions, then REFINE times on GRID + 1 fractions inside
 # the bracket, then linearly: a bracket of (1/32)^3 = 3e-5 of the way, the distance within ~1e-9 of
@@ -28,7 +27,7 @@ REFINE = 2
 
 def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, scale: np.ndarray,
                    base: np.ndarray, full: np.ndarray, end: np.ndarray, target: np.ndarray, influence: float,
-                   forward_kinematics: Callable, full_scale: np.ndarray | None = None) -> float:
+                   full_scale: np.ndarray | None = None) -> float:
     """The slerp fraction of the local rotations for ``influence`` (0 < influence < 1).
 
     Parameters
@@ -45,16 +44,11 @@ def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, sc
         The point that reaches for the target, in the last bone's space (homogeneous).
     target : ndarray, shape (3,)
         Armature space.
-    forward_kinematics : callable
-        ``(parent (C, 4, 4), rel (C, n, 4, 4), q (C, n, 4), location (C, n, 3), scale (C, n, 3))`` ->
-        armature-space matrices ``(C, n, 4, 4)`` (:func:`.batch._forward_kinematics`, passed in: batch
-        imports this module).
     full_scale : ndarray, shape (n, 3), optional
         Each bone's scale at influence 1 (a stretching chain); it blends with ``scale`` by the same fraction.
     """
-    def distances(fractions: np.ndarray) -> np.ndarray:
-        return _tip_distances(fractions, parent, rel, location, scale, base, full, end, target, full_scale,
-                              forward_kinematics)
+    def distances(fractions: np.ndarray) -> np.ndarray:  # the poses by .inputs.forward_kinematics
+        return _tip_distances(fractions, parent, rel, location, scale, base, full, end, target, full_scale)
 
     ends = distances(np.linspace(0.0, 1.0, 2))
     start, reached = float(ends[0]), float(ends[1])
@@ -80,8 +74,8 @@ def blend_rotations(base: np.ndarray, full: np.ndarray, fraction: float) -> np.n
     return np.where(np.einsum("ki,ki->k", q, base)[:, None] < 0.0, -q, q)
 
 
-def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target, full_scale,
-                   forward_kinematics: Callable) -> np.ndarray:
+def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target,
+                   full_scale) -> np.ndarray:
     count = len(fractions)
     n = len(base)
     q = slerp_quaternions(np.broadcast_to(base, (count, n, 4)), np.broadcast_to(full, (count, n, 4)),

@@ -12,7 +12,7 @@ from mathutils import Matrix, Vector
 
 from .. import adapter, cache
 from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
-from ..solver.rotations import matrix_from_two_vectors
+from ..solver.rotations import matrices_from_quaternions, matrix_from_two_vectors
 from .plan import ChainError, ChainPlan, Layout, _hangs, layout
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
@@ -78,15 +78,16 @@ class ArmatureFrame:
         return _hangs(self.ob)
 
 
-def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=None) -> ArmatureFrame:
+def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=None, ev=None) -> ArmatureFrame:
     """The armature's state this frame; raises for a scale the solve cannot honour. ``chains``: its
     chains as a list, when already listed this frame (indexing a list is cheaper than the collection);
-    ``bones``: its ``pose.bones``, when already read.
+    ``bones``: its ``pose.bones``, when already read; ``ev``: its evaluated object, likewise.
 
     mathutils, not numpy, for these 4x4 operations: one call each instead of several. The comparisons
     are written so that NaN fails them.
     """
-    ev = ob.evaluated_get(depsgraph)
+    if ev is None:
+        ev = ob.evaluated_get(depsgraph)
     world_m = ev.matrix_world
     axes = world_m.to_scale()
     if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
@@ -95,13 +96,6 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=
     if chains is None:
         chains = ob.fabrik.chains
     plan = layout(ob, rig_cache, chains)
-    data = ob.data.bones
-    for p in plan.plans:
-        if data.get(p.bones[-1]) is None:  # a bone renamed since (an Object Mode rename sends no update)
-            cache.drop(ob)
-            rig_cache = cache.get(ob, bones)
-            plan = layout(ob, rig_cache, chains)  # the chains follow their bones (.renames)
-            break
     return ArmatureFrame(ob, ev, chains, rig_cache, plan, depsgraph,
                          world_m.inverted(), (axes[0] + axes[1] + axes[2]) / 3.0,
                          ob.pose.bones if bones is None else bones, ev.pose.bones,
@@ -398,3 +392,24 @@ def segment_frames(matrices: list[np.ndarray], joints: np.ndarray) -> np.ndarray
 def unit_columns(matrix: np.ndarray) -> np.ndarray:
     m = np.array(matrix)[:3, :3]
     return m / np.linalg.norm(m, axis=0)
+
+
+def basis_matrices(q: np.ndarray, location: np.ndarray, scale: np.ndarray) -> np.ndarray:
+    """Basis matrices (..., 4, 4) = translation @ rotation @ scale, as Blender composes them."""
+    m = np.zeros(q.shape[:-1] + (4, 4))
+    m[..., :3, :3] = matrices_from_quaternions(q) * scale[..., None, :]
+    m[..., :3, 3] = location
+    m[..., 3, 3] = 1.0
+    return m
+
+
+def forward_kinematics(parent, rel, q, location, scale) -> np.ndarray:
+    """Armature-space pose matrices (C, n, 4, 4) of chains from their parents' and their basis matrices
+    (the batched path's start poses and written matrices, and the influence blend of both paths)."""
+    local = rel @ basis_matrices(q, location, scale)
+    out = np.empty_like(local)
+    m = parent
+    for k in range(local.shape[1]):
+        m = m @ local[:, k]
+        out[:, k] = m
+    return out

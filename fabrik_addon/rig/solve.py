@@ -18,13 +18,14 @@ from .inputs import ArmatureFrame, armature_frame, parent_matrix
 from .plan import ChainError, bone_depth, set_status
 
 
-def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None) -> None:
+def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None,
+                    evaluated: list | None = None) -> None:
     """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
 
     Each armature, each strategy call and each tree is isolated: whatever goes wrong marks only the
     chains concerned INVALID with a message. An armature whose bones were renamed or replaced behind
     its cache (a lookup fails) is rebuilt and solved once more on its own. ``chains``: each armature's
-    ``fabrik.chains``, when already read.
+    ``fabrik.chains``, when already read; ``evaluated``: each one's evaluated object, likewise.
     """
     released: set[ArmatureFrame] = set()
     frames: list[ArmatureFrame] = []
@@ -42,7 +43,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
                         release(ob, [chain], ob.evaluated_get(depsgraph))
                     set_status(chain, 'NONE')
             bones = ob.pose.bones
-            arm = armature_frame(ob, depsgraph, cache.get(ob, bones, count=False), listed, bones)
+            arm = armature_frame(ob, depsgraph, cache.get(ob, bones, count=False), listed, bones,
+                                 None if evaluated is None else evaluated[k])
         except ChainError as error:
             _mark(listed, str(error))
             continue

@@ -114,6 +114,35 @@ def test_moving_a_still_target_by_hand_re_evaluates_the_armature_once():
 
 
 @pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("change", ["frame", "update", "untagged"])
+def test_a_chain_bone_posed_by_a_script_under_a_still_target_gets_the_ik_pose_back(change):
+    """The solve repeats its last rotations, but the channels no longer hold them: written again (the write
+    reads the channels back where the rotation equals its last write). ``untagged``: set with foreach_set,
+    which sends Blender no update, then a frame change."""
+    ob, target, chain = arm_rig(20, still=True)
+    bpy.context.scene.frame_set(1)
+    solved = [tuple(ob.pose.bones[name].rotation_quaternion) for name in ("arm0", "arm1")]
+    evaluations = Evaluations(ob, "arm1")
+    for posed in ("arm0", "arm1"):
+        if change == "untagged":
+            rows = np.empty(4 * len(ob.pose.bones), dtype=np.float32)
+            ob.pose.bones.foreach_get("rotation_quaternion", rows)
+            row = ob.pose.bones.find(posed)
+            rows[4 * row:4 * row + 4] = (0.9, 0.3, 0.1, 0.3)
+            ob.pose.bones.foreach_set("rotation_quaternion", rows)
+        else:
+            ob.pose.bones[posed].rotation_quaternion = (0.9, 0.3, 0.1, 0.3)
+        action = bpy.context.view_layer.update if change == "update" else frame(2)
+        # A frame change evaluates the script's pose and the solve's write together; an update evaluates the
+        # script's edit, then the write.
+        assert evaluations.extra(action) == (2 if change == "update" else 1)
+        assert [tuple(ob.pose.bones[name].rotation_quaternion) for name in ("arm0", "arm1")] == solved
+        assert np.linalg.norm(world_tail(ob, "arm1") - target_position(target)) < 1e-3
+        assert chain.status == 'REACHED'
+        assert evaluations.extra(frame(3)) == 0  # and then nothing again
+
+
+@pytest.mark.usefixtures("solve_path")
 def test_the_arms_pose_does_not_depend_on_the_other_bones_of_its_armature():
     poses = []
     for others in (0, 150, 1000):
