@@ -42,14 +42,19 @@ MAX_TOTAL_STEP = 2.0
 # The curl hands over to the straightening (see the end of the module) this many times as far from full
 # reach as its peak falls short of it: early enough that the bend still faces the way the pose bends.
 STRAIGHTEN_FROM = 10.0
+# ... but at most this fraction of the chain's length before the peak: where the peak falls far short, its
+# bend is large and keeps its direction, and the curl's poses short of it stay as they were.
+STRAIGHTEN_BAND = 0.005
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
-                 target: Sequence[float], pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]]:
+                 target: Sequence[float], pole: Sequence[float] | None,
+                 straighten: bool = True) -> tuple[list[float], list[float], list[float]]:
     """The start pose for a reachable target (see the module): new coordinate lists, lengths kept.
 
     ``xs, ys, zs``: the pose without IK (N+1 joints); ``L``: its bone lengths. Returns the input lists
-    unchanged for a single bone or a target at the root.
+    unchanged for a single bone or a target at the root. ``straighten``: past the curl's peak, straighten
+    (:func:`extend`; False: stop where the curl search stops, for limited chains).
     """
     n = len(L)
     rx, ry, rz = xs[0], ys[0], zs[0]
@@ -68,7 +73,7 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     c = _curl_angle(across, p * p - r2, total * total, n, horner)
     s0 = horner[3]
     extended = None
-    if p * p - r2 + s0.real * s0.real + s0.imag * s0.imag < 0.0:  # the target is farther than the pose's tip
+    if straighten and p * p - r2 + s0.real * s0.real + s0.imag * s0.imag < 0.0:  # farther than the pose's tip
         extended = extend(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2, c)
 
     if extended is not None:
@@ -527,7 +532,8 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
     peak = _peak(shape)
     total = math.fsum(L)
     reach = math.sqrt(max(shape.p * shape.p + abs(_horner_sum(shape.across, peak)) ** 2, 0.0))
-    start = total - STRAIGHTEN_FROM * (total - reach)  # where the straightening takes over from the curl
+    # Where the straightening takes over from the curl.
+    start = total - min(STRAIGHTEN_FROM * (total - reach), total - reach + STRAIGHTEN_BAND * total)
     offset = shape.p * shape.p - start * start
     small = 1e-9 * total * total
     if start <= 0.0 or _evaluate(shape.across, 0.0, offset)[0] >= 0.0:
@@ -539,7 +545,9 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
     t = math.sqrt(tx * tx + ty * ty + tz * tz)
     ax, ay, az = tx / t, ty / t, tz / t
     bones = []
-    bx = by = bz = 0.0
+    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
+    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
+    heads = 0.0  # the interior joints' distances along the chain, summed
     for k in range(n):
         length = L[k]
         dx, dy, dz = (ox[k + 1] - ox[k]) / length, (oy[k + 1] - oy[k]) / length, (oz[k + 1] - oz[k]) / length
@@ -552,9 +560,17 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
         else:
             px = py = pz = 0.0
         bones.append((length, angle, px, py, pz))
-        # The interior joints' mean offset from a, to first order in x: bone k counts for each joint after it.
+        # Bone k moves each joint after it by length * angle * e (to first order in x).
         weight = (n - 1 - k) * length * angle
         bx, by, bz = bx + weight * px, by + weight * py, bz + weight * pz
+        weight = length * angle
+        qx, qy, qz = qx + weight * px, qy + weight * py, qz + weight * pz
+        if k < n - 1:
+            heads += (n - 1 - k) * length
+    # The bend as the write-back measures it: across the root-to-tip line, which leans from a by the tip's
+    # offset, so each interior joint's offset less its share of the tip's.
+    share = heads / math.fsum(L)
+    bx, by, bz = bx - share * qx, by - share * qy, bz - share * qz
     b = math.sqrt(bx * bx + by * by + bz * bz)
     bend = (bx / b, by / b, bz / b) if b > 1e-9 * math.fsum(L) else None
     return Straightening(switch, t * t, (ax, ay, az), bones, bend)

@@ -22,7 +22,7 @@ from .start import EPS, MAX_TOTAL_STEP
 
 
 def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None,
-                  lengths: np.ndarray) -> np.ndarray:
+                  lengths: np.ndarray, straighten: bool = True) -> np.ndarray:
     """:func:`.start.curled_start` for ``C`` chains at once, in numpy: ``joints (C, N+1, 3)`` (N >= 2, every
     target reachable and off the root), ``targets (C, 3)``, ``poles (C, 3)`` or None, ``lengths (C, N)``.
     The same steps in the same order, so each row equals the single-chain result (to rounding)."""
@@ -47,7 +47,7 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
     _terms, s_re2, s_im2, _ = shape.search
     farther = p * p - r2 + s_re2 + s_im2 < 0.0
-    if farther.any():  # targets farther than the pose's tip: .start.extend, row by row (cached by pose)
+    if straighten and farther.any():  # targets farther than the pose's tip: .start.extend, row by row (cached by pose)
         for row in np.flatnonzero(farther).tolist():
             pose = tuple(joints[row, :, 0].tolist()), tuple(joints[row, :, 1].tolist()), \
                 tuple(joints[row, :, 2].tolist()), tuple(lengths[row].tolist())
