@@ -74,7 +74,7 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     s0 = horner[3]
     extended = None
     if straighten and p * p - r2 + s0.real * s0.real + s0.imag * s0.imag < 0.0:  # farther than the pose's tip
-        extended = extend(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2, c)
+        extended = extend(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2, c, shape)
 
     if extended is not None:
         ox, oy, oz = extended
@@ -428,13 +428,15 @@ class Straightening(NamedTuple):
     bend: tuple[float, float, float] | None  # unit direction the straightening bend shrinks in, if any
 
 
-def extend(pose: tuple, pole: tuple | None, r2: float, c: float) -> tuple[list[float], list[float], list[float]] | None:
+def extend(pose: tuple, pole: tuple | None, r2: float, c: float,
+           shape: CurlShape | None = None) -> tuple[list[float], list[float], list[float]] | None:
     """The unaimed joint offsets reaching ``sqrt(r2)`` from the root for a target farther than the curl
     ``c`` reaches (``pose``: the pose without IK as (xs, ys, zs, L) tuples; ``pole``: where the pole
-    picks the curl axis), or None when the curl ``c`` already matches. Short of where the straightening
-    starts: the curl's root (bracketed, where the curl search stopped early); past it: the straightened
-    pose."""
-    shape = _shape(*pose, pole)
+    picks the curl axis; ``shape``: their :func:`_shape`, when at hand), or None when the curl ``c``
+    already matches. Short of where the straightening starts: the curl's root (bracketed, where the curl
+    search stopped early); past it: the straightened pose."""
+    if shape is None:
+        shape = _shape(*pose, pole)
     offset = shape.p * shape.p - r2
     scale = math.fsum(pose[3]) ** 2
     small = 1e-9 * scale
