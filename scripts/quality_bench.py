@@ -17,7 +17,9 @@ without IK than at influence 1); rotation-mode invariance (the same pose without
 quaternion, Euler and axis-angle channels: the largest difference of the solved world poses); trees
 (a torso with hinge forearms and/or poles, a Y whose branches start at one point or 0.08 apart, with
 cones) on targets from their own forward-kinematics walk: turns, misses, a hinged forearm off a pure
-local-X turn, an elbow off its pole's plane, and rotation modes on the Y.
+local-X turn, an elbow off its pole's plane, and rotation modes on the Y; the edge of reach (a target
+crossing full reach out and back at several speeds and angles, on 2-10 bones straight or bent at rest,
+with and without a pole, and on the Rigify metarig's finger): the largest per-frame turn per crossing.
 """
 
 from __future__ import annotations
@@ -672,7 +674,7 @@ def run() -> dict:
         trees.append(row)
     return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": FRAMES,
             "paths": paths, "long_chain": long_chain, "influence": influence, "rotation_modes": modes,
-            "trees": trees}
+            "trees": trees, "edges": run_edges()}
 
 
 def print_table(data: dict) -> None:
@@ -704,6 +706,7 @@ def print_table(data: dict) -> None:
               f"FABRIK {row['fabrik']['max_deg']:.2g} deg / {row['fabrik']['max_joint']:.2g}")
     print_paths_log(data)
     print_trees(data)
+    print_edges(data["edges"])
 
 
 def print_paths_log(data: dict) -> None:
@@ -732,3 +735,170 @@ def print_trees(data: dict) -> None:
         if "modes" in row:
             print(f"  rotation modes {', '.join(TREE_MODES)}: largest world difference from quaternion: Blender "
                   f"{row['modes']['blender']['max_deg']:.2g} deg, FABRIK {row['modes']['fabrik']['max_deg']:.2g} deg")
+
+
+# --- Edge of reach (issue 23) ------------------------------------------------------------------------
+#
+# A target keyed on a path that crosses full reach, out and back in, once per speed and angle: the largest
+# per-frame bone turn on each crossing for Blender's IK and FABRIK IK on the same rig and path, the tip's
+# distance whenever the target is within reach, and frames whose status disagrees with the distance.
+
+EDGE_SPEEDS = (0.002, 0.005, 0.01)  # the target's fastest step, of the chain's length per frame
+EDGE_ANGLES = (0.0, 45.0)  # the path's angle to the root-to-tip line where it crosses full reach
+EDGE_AMPLITUDE = 0.03  # how far the path goes either side of full reach, of the chain's length
+EDGE_GAP = 8  # frames between crossings (well inside reach)
+FINGER = ("f_index.03.L", 3)  # the Rigify metarig's index finger (issue 23)
+
+
+def _bent(n: int, degrees: float, length: float = 2.0) -> list[tuple[float, float, float]]:
+    """A planar chain up +Z, each joint bent by ``degrees`` toward +Y (a finger curled at rest)."""
+    out = [(0.0, 0.0, 0.0)]
+    angle = 0.0
+    for _ in range(n):
+        x, y, z = out[-1]
+        out.append((0.0, y + length / n * math.sin(angle), z + length / n * math.cos(angle)))
+        angle += math.radians(degrees)
+    return out
+
+
+EDGE_RIGS = [Rig(f"{n} bones, {rest}{', pole' if pole else ''}", _bent(n, degrees),
+                 pole=(0.0, 2.0, 1.0) if pole else None)
+             for n in (2, 3, 4, 6, 10) for rest, degrees in (("straight", 2.0), ("bent", 15.0))
+             for pole in (False, True)]
+
+
+def edge_path(root: np.ndarray, axis: np.ndarray, side: np.ndarray, length: float,
+              speeds=EDGE_SPEEDS, angles=EDGE_ANGLES) -> tuple[np.ndarray, list[tuple[str, int, int]]]:
+    """Points (one a frame) and crossings ``(label, first, last)`` (0-based, inclusive): for each speed and
+    angle, a line through the rest tip's direction at full reach, tilted by the angle toward ``side``,
+    travelled from ``EDGE_AMPLITUDE`` inside reach out to as far beyond and back (a cosine in time),
+    joined by straight moves well inside reach."""
+    points: list[np.ndarray] = []
+    crossings = []
+    for speed in speeds:
+        for angle in angles:
+            a = math.radians(angle)
+            direction = math.cos(a) * axis + math.sin(a) * side
+            period = max(8, round(2.0 * math.pi * EDGE_AMPLITUDE / speed))
+            s = -EDGE_AMPLITUDE * length * np.cos(2.0 * math.pi * np.arange(period + 1) / period)
+            line = root + length * axis + s[:, None] * direction
+            if points:
+                start, end = points[-1], line[0]
+                points.extend(start + (end - start) * k / EDGE_GAP for k in range(1, EDGE_GAP))
+            crossings.append((f"{speed * 100:.1f}%/frame, {angle:.0f} deg", len(points), len(points) + period))
+            points.extend(line)
+    return np.array(points), crossings
+
+
+def _rotations(ob, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """World rotations ``(n, 3, 3)`` of bones ``names`` and the last one's tail."""
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    world = np.array(ev.matrix_world)
+    out = []
+    for name in names:
+        m = world @ np.array(ev.pose.bones[name].matrix)
+        out.append(m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0))
+    return np.array(out), np.array(world @ np.array([*ev.pose.bones[names[-1]].tail, 1.0]))[:3]
+
+
+def run_edge(rig: Rig | None, kind: str, speeds=EDGE_SPEEDS, angles=EDGE_ANGLES) -> dict:
+    """One rig (None: the metarig's finger), one solver at its default settings, the edge path: per
+    crossing the largest per-frame turn and where; FABRIK: the largest tip distance (of the length) while
+    within reach, frames whose status disagrees with the distance, and the solve's log there."""
+    bpy.ops.wm.read_factory_settings(use_empty=True)
+    if kind == "fabrik":
+        fabrik_addon.register()
+    try:
+        from rigkit import realrig
+
+        scene = bpy.context.scene
+        if rig is None:
+            ob = realrig.metarig("Metarig")
+            names = realrig.chain_bone_names(ob, *FINGER)
+            bpy.context.view_layer.update()
+            root, tip, length = realrig.chain_points(ob, realrig.ChainSpec(*FINGER))
+            inner = np.array([np.array(ob.matrix_world @ ob.data.bones[name].head_local) for name in names[1:]])
+        else:
+            ob = build_armature("Rig", rig)
+            names = [f"b{k}" for k in range(len(rig.joints) - 1)]
+            joints = np.array(rig.joints)
+            root, tip, length, inner = joints[0], joints[-1], rig.length, joints[1:-1]
+        axis = (tip - root) / np.linalg.norm(tip - root)
+        side = inner.mean(axis=0) - root
+        side = side - (side @ axis) * axis
+        side /= np.linalg.norm(side)
+        path, crossings = edge_path(root, axis, side, length, speeds, angles)
+        scene.frame_start, scene.frame_end = 1, len(path)
+        target = _empty("Target", path[0])
+        _key_locations(target, path)
+        pole = None if rig is None or rig.pole is None else _empty("Pole", rig.pole)
+        if rig is not None:
+            solver = add_solver(kind, ob, rig, target, pole, None, None)
+        elif kind == "blender":
+            solver = ob.pose.bones[names[-1]].constraints.new('IK')
+            solver.target, solver.chain_count = target, len(names)
+        else:
+            solver = ob.fabrik.chains.add()
+            solver.name = solver.tip_bone = names[-1]
+            solver.chain_length, solver.target = len(names), target
+        turns, errors, log, previous = [0.0], [], [], None
+        for f in range(1, len(path) + 1):
+            scene.frame_set(f)
+            rotations, end = _rotations(ob, names)
+            errors.append(float(np.linalg.norm(end - path[f - 1])) / length)
+            if kind == "fabrik":
+                log.append(frame_log(solver))
+            if previous is not None:
+                turns.append(float(turn_degrees(previous, rotations).max()))
+            previous = rotations
+        distance = np.linalg.norm(path - root, axis=1) / length
+        out: dict[str, Any] = {"crossings": []}
+        for label, first, last in crossings:
+            k = first + 1 + int(np.argmax(turns[first + 1:last + 1]))  # the turn into frame index k
+            row = {"label": label, "turn": turns[k], "frame": k + 1, "distance": float(distance[k])}
+            if log:
+                row["log"] = (log[k - 1], log[k])
+            out["crossings"].append(row)
+        if kind == "fabrik":
+            tolerance = float(solver.tolerance)
+            within = distance < 1.0
+            out["reach_error"] = float(max(e for e, w in zip(errors, within) if w))
+            out["wrong_status"] = int(sum(
+                (d < 1.0 - tolerance and entry["status"] != 'REACHED')
+                or (d > 1.0 + tolerance and entry["status"] != 'UNREACHABLE')
+                for d, entry in zip(distance, log)))
+        return out
+    finally:
+        if kind == "fabrik":
+            fabrik_addon.unregister()
+
+
+def run_edges() -> list[dict]:
+    rows = []
+    for rig in [None, *EDGE_RIGS]:
+        rows.append({"rig": "metarig finger (3 bones)" if rig is None else rig.name,
+                     **{kind: run_edge(rig, kind) for kind in ("blender", "fabrik")}})
+    return rows
+
+
+def print_edges(rows: list[dict]) -> None:
+    print(f"edge of reach: a target crossing full reach out and back ({EDGE_AMPLITUDE:.0%} of the length either "
+          f"side; speeds {', '.join(f'{s:.1%}' for s in EDGE_SPEEDS)} of the length a frame, straight across "
+          f"and at {EDGE_ANGLES[-1]:.0f} deg); largest per-frame bone turn per crossing, Blender / FABRIK (deg)")
+    worst_ratio, worst = 0.0, ""
+    for row in rows:
+        b, f = row["blender"], row["fabrik"]
+        cells = []
+        for cb, cf in zip(b["crossings"], f["crossings"]):
+            ratio = cf["turn"] / max(cb["turn"], 1e-9)
+            cells.append(f"{cb['turn']:5.2f}/{cf['turn']:5.2f}")
+            if ratio > worst_ratio:
+                worst_ratio = ratio
+                worst = (f"{row['rig']}, {cf['label']}: {cf['turn']:.2f} deg into frame {cf['frame']} at "
+                         f"{cf['distance']:.4f} of the length ({cf['log'][0]['status']} {cf['log'][0]['iterations']}"
+                         f" -> {cf['log'][1]['status']} {cf['log'][1]['iterations']} passes); Blender "
+                         f"{cb['turn']:.2f} into frame {cb['frame']}")
+        print(f"  {row['rig']:26s} {' '.join(cells)} | tip within reach {f['reach_error']:.1e} of the length, "
+              f"status off {f['wrong_status']}")
+    print(f"  crossings: {', '.join(c['label'] for c in rows[0]['fabrik']['crossings'])}")
+    print(f"  largest FABRIK / Blender: {worst_ratio:.3f} ({worst})")

@@ -127,6 +127,7 @@ class ChainResult:
     reached: bool
     converged: bool = True  # False: ran out of iterations while still closing in
     frames: Any = None  # with limits: the solved bone frames (N, 3, 3) the limits were measured in
+    points: Any = None  # the solved joints as the solver gave them (float64), where ``joints`` rounds them
 
 
 def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short, scale_flags=None,

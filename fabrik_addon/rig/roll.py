@@ -26,12 +26,16 @@ def start_frame(joints: Sequence[Vector], side: Vector) -> tuple[tuple, Matrix]:
 
 
 def chain_turns(frame: tuple, frame_axes: Matrix, joints: Sequence[Vector], solved: Sequence[Vector],
-                pole: Vector | None, count: int) -> list[Quaternion]:
+                pole: Vector | None, count: int, points: Sequence[Sequence[float]] | None = None) -> list[Quaternion]:
     """World turn of each of the first ``count`` bones from ``joints`` (the start pose) to ``solved``:
     the chain's turn as one piece (``[l c l x c] @ [k b k x b]^T``, as in
     :func:`..solver.orient.chains_turns`), then each bone by the least swing that puts its
-    direction on the solved one, its parent's turn carried down (parallel transport)."""
-    lx, ly, lz, cx, cy, cz = orient.solved_frame_floats(frame, solved, pole)
+    direction on the solved one, its parent's turn carried down (parallel transport). ``points``: the
+    solved joints in the solver's float64, where there are: the chain's frame comes from them, since a
+    straight chain's bend (below ``orient.SIDE_WEIGHT`` of its length) is within the single-precision
+    rounding of ``solved`` for a small chain far from the origin (a metarig finger rolled 0.6-0.9 degrees
+    a frame that way, straight toward a target moving along its axis)."""
+    lx, ly, lz, cx, cy, cz = orient.solved_frame_floats(frame, solved if points is None else points, pole)
     transport = (Matrix(((lx, cx, ly * cz - lz * cy), (ly, cy, lz * cx - lx * cz), (lz, cz, lx * cy - ly * cx)))
                  @ frame_axes).to_quaternion()
     turns = []

@@ -223,6 +223,7 @@ def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> Ch
                                  segments[1], **soft)
         solved, iterations = [Vector(p) for p in points], 1
         error = (solved[2] - target).length
+        return ChainResult(solved, error, iterations, error <= tolerance, points=points)
     else:
         if soft:
             points, error, iterations = solve_points(start, target.to_tuple(),
@@ -239,7 +240,7 @@ def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> Ch
         # solve_points stops early only by reaching or stalling: all passes used and still short is
         # running out of iterations.
         reached = error <= tolerance
-        return ChainResult(solved, error, iterations, reached, reached or iterations < inputs.iterations)
+        return ChainResult(solved, error, iterations, reached, reached or iterations < inputs.iterations, points=points)
     return ChainResult(solved, error, iterations, error <= tolerance)
 
 
@@ -280,7 +281,7 @@ def _turns(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         side = pose.pre[0].to_3x3().normalized() @ Vector(rest_side(arm.ob, inputs.plan, placed))
         pose.frame, pose.frame_axes = roll.start_frame(joints[:placed + 1], side)
     return roll.chain_turns(pose.frame, pose.frame_axes, joints, solved, inputs.pole,
-                            len(inputs.plan.cache_rows) - tip_takes_target)
+                            len(inputs.plan.cache_rows) - tip_takes_target, result.points)
 
 
 def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: ChainResult, stretch: float,

@@ -33,6 +33,7 @@ import numpy as np
 
 from .prepare import EPS
 from .rotations import cross, matrices_from_two_vectors, matrix_from_two_vectors, perpendicular_floats, turn_floats
+from .start import straight_side
 
 Point = tuple[float, float, float]
 Rows = tuple[Point, Point, Point]
@@ -41,6 +42,12 @@ Rows = tuple[Point, Point, Point]
 # straight chain (bend below this), and fades as (weight / bend)^2 on a bent one: 1e-6 rad of pull at a
 # bend of 1% of the length, so a planar start stays planar to that.
 SIDE_WEIGHT = 1e-5
+# A solved chain whose bend is below this many SIDE_WEIGHTs takes its side not from the rest chain's bend
+# side but from where the start pose straightens to (.start.straight_side): the curled start ends there
+# as a target crosses full reach, so the roll is continuous across it (a metarig finger rolled by up to
+# 117 degrees between a target just inside reach and one just beyond). At this bend the side weighs
+# (1 / NEAR_STRAIGHT)^2 = 1e-6 of a radian: where the rule changes, nothing visible moves.
+NEAR_STRAIGHT = 1e3
 
 
 def rest_side(rest_joints: object, root_frame: object) -> np.ndarray:
@@ -107,7 +114,16 @@ def chains_turns(before: np.ndarray, after: np.ndarray, poles: np.ndarray | None
     k_sol = _axis(after, seg_after, tiny)
     aim = matrices_from_two_vectors(k_pre, k_sol)
     u_sol = np.einsum("cij,cj->ci", aim, u_pre)
-    b_sol = _unit_or(_across(_with_side(_bend(after, k_sol), u_sol, total), k_sol),
+    bend = _bend(after, k_sol)
+    near = np.einsum("ci,ci->c", bend, bend) <= (NEAR_STRAIGHT * SIDE_WEIGHT * total) ** 2
+    if near.any():  # as solved_frame_floats: the side the start straightens to
+        for row in np.flatnonzero(near).tolist():
+            side = straight_side(before[row].tolist())
+            if side is not None:
+                ax, ay, az, sx, sy, sz = side
+                lx, ly, lz = k_sol[row].tolist()
+                u_sol[row] = turn_floats(ax, ay, az, lx, ly, lz, sx, sy, sz)
+    b_sol = _unit_or(_across(_with_side(bend, u_sol, total), k_sol),
                      _unit_or(_across(u_sol, k_sol), u_sol))
     if poles is not None:
         w = _across(np.asarray(poles, dtype=np.float64) - after[:, 0], k_sol)
@@ -243,13 +259,13 @@ def _unit_or(v: np.ndarray, fallback: np.ndarray) -> np.ndarray:
 # (numpy's per-call cost would be most of the work there) and runs step 2 in mathutils (rig/roll.py).
 
 
-StartFrame = tuple[float, float, float, float, float, float, float, float, float, float, float]
+StartFrame = tuple[float, float, float, float, float, float, float, float, float, float, float, Sequence]
 
 
 def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] | None = None) -> StartFrame:
     """The start pose's frame (step 1 of the module docstring): its axis ``k``, bend ``b`` and side
-    ``u`` (unit vectors), the side's weight and the length counted as zero, flat:
-    ``(kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny)``. It depends on the pose without IK alone, so
+    ``u`` (unit vectors), the side's weight and the length counted as zero, flat, and the joints themselves:
+    ``(kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny, before)``. It depends on the pose without IK alone, so
     a caller may keep it while that pose holds.
 
     Written out without helper calls: it runs per chain per frame, where each Python call costs about
@@ -304,7 +320,7 @@ def start_frame_floats(before: Sequence[Sequence[float]], side: Sequence[float] 
     bx, by, bz = bx - t * kx, by - t * ky, bz - t * kz
     b = sqrt(bx * bx + by * by + bz * bz)
     bx, by, bz = (bx / b, by / b, bz / b) if b > 1e-12 else (ux, uy, uz)
-    return kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny
+    return kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny, before
 
 
 def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
@@ -312,7 +328,7 @@ def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
     """The frame of the solved pose ``after`` (step 1): its root-to-tip axis ``l`` and bend ``c`` (unit vectors,
     ``(lx, ly, lz, cx, cy, cz)``), the bend toward the pole where there is one, else the solved mean
     bend plus ``start``'s side carried by the least aim."""
-    kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny = start
+    kx, ky, kz, bx, by, bz, ux, uy, uz, weight, tiny, start_joints = start
     sqrt = math.sqrt
     n = len(after) - 1
     # k_sol
@@ -336,7 +352,6 @@ def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
     if c > tiny:
         cx, cy, cz = cx / c, cy / c, cz / c
     else:
-        vx, vy, vz = turn_floats(kx, ky, kz, lx, ly, lz, ux, uy, uz)
         mx = my = mz = 0.0
         if n >= 2:
             for i in range(1, n):
@@ -345,7 +360,13 @@ def solved_frame_floats(start: StartFrame, after: Sequence[Sequence[float]],
             mx, my, mz = mx / (n - 1) - ox, my / (n - 1) - oy, mz / (n - 1) - oz
             t = mx * lx + my * ly + mz * lz
             mx, my, mz = mx - t * lx, my - t * ly, mz - t * lz
-        w = weight * weight / max(sqrt(mx * mx + my * my + mz * mz), weight)
+        m = sqrt(mx * mx + my * my + mz * mz)
+        near = straight_side(start_joints) if m <= NEAR_STRAIGHT * weight and start_joints is not None else None
+        if near is None:
+            vx, vy, vz = turn_floats(kx, ky, kz, lx, ly, lz, ux, uy, uz)
+        else:  # (nearly) straight: the side the start straightens to (see NEAR_STRAIGHT)
+            vx, vy, vz = turn_floats(near[0], near[1], near[2], lx, ly, lz, near[3], near[4], near[5])
+        w = weight * weight / max(m, weight)
         cx, cy, cz = mx + w * vx, my + w * vy, mz + w * vz
         t = cx * lx + cy * ly + cz * lz
         cx, cy, cz = cx - t * lx, cy - t * ly, cz - t * lz

@@ -49,32 +49,36 @@ def norms(v: np.ndarray) -> np.ndarray:
     return np.sqrt(np.einsum("...i,...i->...", v, v))
 
 
-def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray) -> Prepared:
-    """Build the start state; ``joints (C, N+1, 3)``, ``targets (C, 3)``, ``poles (C, 3)`` or None."""
+def prepare(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray,
+            extend: bool = True) -> Prepared:
+    """Build the start state; ``joints (C, N+1, 3)``, ``targets (C, 3)``, ``poles (C, 3)`` or None.
+    ``extend``: past the curl's peak, straighten (:func:`.start.extend`); False for limited chains, whose
+    limited passes start from where the curl stops."""
     totals = lengths.sum(axis=1)
     root = joints[:, 0]
     rel = targets - root
     dist = norms(rel)
     unreachable = dist >= totals
     if lengths.shape[1] >= 2:
-        joints = _curl(joints, targets, poles, lengths, ~unreachable)
+        joints = _curl(joints, targets, poles, lengths, ~unreachable, extend)
     return Prepared(joints, lengths, totals, unreachable)
 
 
 def _curl(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None, lengths: np.ndarray,
-          candidates: np.ndarray) -> np.ndarray:
+          candidates: np.ndarray, extend: bool = True) -> np.ndarray:
     """The start pose of every reachable chain (:mod:`.start`; a new array): chain by chain in plain
     floats for a few chains, in numpy across chains for many."""
     out = joints.copy()
     rel = targets - joints[:, 0]
     rows = np.flatnonzero(candidates & (norms(rel) > EPS * lengths.sum(axis=1)))
     if len(rows) >= CURL_IN_NUMPY:
-        out[rows] = curled_starts(joints[rows], targets[rows], None if poles is None else poles[rows], lengths[rows])
+        out[rows] = curled_starts(joints[rows], targets[rows], None if poles is None else poles[rows], lengths[rows],
+                                  extend)
         return out
     for c in rows:
         xs, ys, zs = curled_start(joints[c, :, 0].tolist(), joints[c, :, 1].tolist(), joints[c, :, 2].tolist(),
                                   lengths[c].tolist(), targets[c].tolist(),
-                                  None if poles is None else poles[c].tolist())
+                                  None if poles is None else poles[c].tolist(), extend)
         out[c] = np.array([xs, ys, zs]).T
     return out
 

@@ -39,14 +39,22 @@ EPS = 1e-9
 # Largest Newton steps while looking for the first root, in radians of total curl (summed over the joints):
 # small enough not to step over a root and the one after it.
 MAX_TOTAL_STEP = 2.0
+# The curl hands over to the straightening (see the end of the module) this many times as far from full
+# reach as its peak falls short of it: early enough that the bend still faces the way the pose bends.
+STRAIGHTEN_FROM = 10.0
+# ... but at most this fraction of the chain's length before the peak: where the peak falls far short, its
+# bend is large and keeps its direction, and the curl's poses short of it stay as they were.
+STRAIGHTEN_BAND = 0.005
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
-                 target: Sequence[float], pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]]:
+                 target: Sequence[float], pole: Sequence[float] | None,
+                 straighten: bool = True) -> tuple[list[float], list[float], list[float]]:
     """The start pose for a reachable target (see the module): new coordinate lists, lengths kept.
 
     ``xs, ys, zs``: the pose without IK (N+1 joints); ``L``: its bone lengths. Returns the input lists
-    unchanged for a single bone or a target at the root.
+    unchanged for a single bone or a target at the root. ``straighten``: past the curl's peak, straighten
+    (:func:`extend`; False: stop where the curl search stops, for limited chains).
     """
     n = len(L)
     rx, ry, rz = xs[0], ys[0], zs[0]
@@ -63,22 +71,29 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
         shape = _shape(*pose, tuple(pole))
     nx, ny, nz, e1x, e1y, e1z, e2x, e2y, e2z, along, across, p, horner, _ = shape
     c = _curl_angle(across, p * p - r2, total * total, n, horner)
+    s0 = horner[3]
+    extended = None
+    if straighten and p * p - r2 + s0.real * s0.real + s0.imag * s0.imag < 0.0:  # farther than the pose's tip
+        extended = extend(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2, c, shape)
 
-    # Build the curled pose: bone k turned by k*c about the axis.
-    z = complex(math.cos(c), math.sin(c))
-    zk = 1.0 + 0.0j
-    ox, oy, oz = [0.0], [0.0], [0.0]
-    x = y = zz = 0.0  # the joint just built, carried in locals (the same sums in the same order)
-    for k in range(n):
-        w = across[k] * zk
-        zk *= z
-        a, wr, wi = along[k], w.real, w.imag
-        x = x + a * nx + wr * e1x + wi * e2x
-        y = y + a * ny + wr * e1y + wi * e2y
-        zz = zz + a * nz + wr * e1z + wi * e2z
-        ox.append(x)
-        oy.append(y)
-        oz.append(zz)
+    if extended is not None:
+        ox, oy, oz = extended
+    else:
+        # Build the curled pose: bone k turned by k*c about the axis.
+        z = complex(math.cos(c), math.sin(c))
+        zk = 1.0 + 0.0j
+        ox, oy, oz = [0.0], [0.0], [0.0]
+        x = y = zz = 0.0  # the joint just built, carried in locals (the same sums in the same order)
+        for k in range(n):
+            w = across[k] * zk
+            zk *= z
+            a, wr, wi = along[k], w.real, w.imag
+            x = x + a * nx + wr * e1x + wi * e2x
+            y = y + a * ny + wr * e1y + wi * e2y
+            zz = zz + a * nz + wr * e1z + wi * e2z
+            ox.append(x)
+            oy.append(y)
+            oz.append(zz)
 
     # Aim: the minimal rotation taking the curled tip's direction onto the target's.
     tx, ty, tz = ox[n], oy[n], oz[n]
@@ -387,3 +402,256 @@ def _roll_to_pole(ox: list[float], oy: list[float], oz: list[float], ux: float, 
         ox[k] = vx * c + cx * s + ux * t
         oy[k] = vy * c + cy * s + uy * t
         oz[k] = vz * c + cz * s + uz * t
+
+
+# --- Near full reach: the curl's peak, then straightening ----------------------------------------------
+#
+# A chain whose bones do not lie in one plane cannot curl straight: the curl brings its tip at most to
+# ``|tip(c*)|`` (the peak), short of the chain's length. Targets between the peak and full reach used to
+# be left to FABRIK, which crawls there (100 passes left the metarig's finger 1.9e-4 of its length short)
+# and whose pose, and above all whose bend direction (the roll the write-back gives the chain), jumped by
+# up to 118 degrees between nearby targets. Past the peak the start now straightens instead: every bone
+# of the peak pose turns toward the peak tip's direction ``a`` by the same fraction of its angle to it
+# (``d_k(x) = cos(x t_k) a + sin(x t_k) e_k``, ``x`` from 1 at the peak to 0 straight), ``x`` the root of
+# ``|tip(x)| = |target - root|``. It is continuous with the curl at the peak and ends straight along ``a``
+# with a bend that shrinks in the fixed direction :attr:`Straightening.bend`: the side the write-back rolls
+# a straight chain to (:func:`straight_side`), so the roll is continuous across full reach as well.
+
+
+class Straightening(NamedTuple):
+    """The peak of a pose's curl and how it straightens (see above); relative to the root, unaimed."""
+
+    curl: float  # the curl where the straightening starts (STRAIGHTEN_FROM)
+    reach2: float  # |tip|**2 there
+    axis: tuple[float, float, float]  # a: unit direction of the peak tip
+    bones: list[tuple[float, float, float, float, float]]  # per bone: length, angle to a, unit e across a
+    bend: tuple[float, float, float] | None  # unit direction the straightening bend shrinks in, if any
+
+
+def extend(pose: tuple, pole: tuple | None, r2: float, c: float,
+           shape: CurlShape | None = None) -> tuple[list[float], list[float], list[float]] | None:
+    """The unaimed joint offsets reaching ``sqrt(r2)`` from the root for a target farther than the curl
+    ``c`` reaches (``pose``: the pose without IK as (xs, ys, zs, L) tuples; ``pole``: where the pole
+    picks the curl axis; ``shape``: their :func:`_shape`, when at hand), or None when the curl ``c``
+    already matches. Short of where the straightening starts: the curl's root (bracketed, where the curl
+    search stopped early); past it: the straightened pose."""
+    if shape is None:
+        shape = _shape(*pose, pole)
+    offset = shape.p * shape.p - r2
+    scale = math.fsum(pose[3]) ** 2
+    small = 1e-9 * scale
+    st = _straightening(*pose, pole)
+    if r2 >= st.reach2:
+        return _straightened(st, r2, small)
+    if _evaluate(shape.across, c, offset)[0] >= -small:
+        return None
+    return _curled(shape, _bracketed(shape.across, offset, c, st.curl, small))
+
+
+def _curled(shape: CurlShape, c: float) -> tuple[list[float], list[float], list[float]]:
+    """Unaimed joint offsets of the pose curled by ``c``."""
+    z = complex(math.cos(c), math.sin(c))
+    zk = 1.0 + 0.0j
+    ox, oy, oz = [0.0], [0.0], [0.0]
+    x = y = zz = 0.0
+    for k in range(len(shape.along)):
+        w = shape.across[k] * zk
+        zk *= z
+        a, wr, wi = shape.along[k], w.real, w.imag
+        x = x + a * shape.nx + wr * shape.e1x + wi * shape.e2x
+        y = y + a * shape.ny + wr * shape.e1y + wi * shape.e2y
+        zz = zz + a * shape.nz + wr * shape.e1z + wi * shape.e2z
+        ox.append(x)
+        oy.append(y)
+        oz.append(zz)
+    return ox, oy, oz
+
+
+def _bracketed(across: list[complex], offset: float, lo: float, hi: float, small: float) -> float:
+    """The root of ``F`` between ``lo`` (``F < 0``) and ``hi`` (``F >= 0``): Newton kept inside the bracket."""
+    c = hi
+    for _ in range(200):
+        f, df = _evaluate(across, c, offset)
+        if abs(f) <= small:
+            return c
+        if f < 0.0:
+            lo = c
+        else:
+            hi = c
+        new = c - f / df if df != 0.0 else math.nan
+        if not (lo < new < hi or hi < new < lo):
+            new = 0.5 * (lo + hi)
+        if new == c or abs(hi - lo) <= 4e-16 * max(1.0, abs(c)):
+            return new
+        c = new
+    return c
+
+
+def _slope(across: list[complex], c: float) -> float:
+    """``d|S(c)|**2 / dc``: how fast curling by ``c`` moves the tip away from the root."""
+    return _evaluate(across, c, 0.0)[1]
+
+
+def _peak(shape: CurlShape) -> float:
+    """The curl ``c*`` where the tip is farthest from the root, on the side that lengthens the chain: the
+    first zero of the slope from 0 (steps of an eighth of the curl search's, then bisection). Depends on
+    the pose alone."""
+    across = shape.across
+    n = len(across)
+    d0 = _slope(across, 0.0)
+    if abs(d0) <= 1e-12 * math.fsum(abs(a) for a in across) ** 2:
+        return 0.0
+    sign = 1.0 if d0 > 0.0 else -1.0
+    step = MAX_TOTAL_STEP / max(n - 1, 1) / 8.0
+    limit = 2.0 * math.pi / n
+    lo = 0.0
+    while True:
+        hi = lo + sign * step
+        if abs(hi) >= limit:
+            hi = sign * limit
+        if _slope(across, hi) * sign <= 0.0:
+            break
+        if abs(hi) >= limit:
+            return hi
+        lo = hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if mid == lo or mid == hi:
+            break
+        if _slope(across, mid) * sign > 0.0:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@functools.lru_cache(maxsize=512)
+def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float, ...], L: tuple[float, ...],
+                   pole: tuple[float, ...] | None) -> Straightening:
+    """The :class:`Straightening` of a pose without IK (cached by it, like :func:`_shape`)."""
+    shape = _shape(xs, ys, zs, L, pole)
+    n = len(L)
+    peak = _peak(shape)
+    total = math.fsum(L)
+    reach = math.sqrt(max(shape.p * shape.p + abs(_horner_sum(shape.across, peak)) ** 2, 0.0))
+    # Where the straightening takes over from the curl.
+    start = total - min(STRAIGHTEN_FROM * (total - reach), total - reach + STRAIGHTEN_BAND * total)
+    offset = shape.p * shape.p - start * start
+    small = 1e-9 * total * total
+    if start <= 0.0 or _evaluate(shape.across, 0.0, offset)[0] >= 0.0:
+        switch = 0.0  # already within the band: straighten the pose without IK itself
+    else:
+        switch = _bracketed(shape.across, offset, 0.0, peak, small)
+    ox, oy, oz = _curled(shape, switch)
+    tx, ty, tz = ox[n], oy[n], oz[n]
+    t = math.sqrt(tx * tx + ty * ty + tz * tz)
+    ax, ay, az = tx / t, ty / t, tz / t
+    bones = []
+    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
+    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
+    heads = 0.0  # the interior joints' distances along the chain, summed
+    for k in range(n):
+        length = L[k]
+        dx, dy, dz = (ox[k + 1] - ox[k]) / length, (oy[k + 1] - oy[k]) / length, (oz[k + 1] - oz[k]) / length
+        cos = dx * ax + dy * ay + dz * az
+        px, py, pz = dx - cos * ax, dy - cos * ay, dz - cos * az
+        sin = math.sqrt(px * px + py * py + pz * pz)
+        angle = math.atan2(sin, cos)
+        if sin > 1e-15:
+            px, py, pz = px / sin, py / sin, pz / sin
+        else:
+            px = py = pz = 0.0
+        bones.append((length, angle, px, py, pz))
+        # Bone k moves each joint after it by length * angle * e (to first order in x).
+        weight = (n - 1 - k) * length * angle
+        bx, by, bz = bx + weight * px, by + weight * py, bz + weight * pz
+        weight = length * angle
+        qx, qy, qz = qx + weight * px, qy + weight * py, qz + weight * pz
+        if k < n - 1:
+            heads += (n - 1 - k) * length
+    # The bend as the write-back measures it: across the root-to-tip line, which leans from a by the tip's
+    # offset, so each interior joint's offset less its share of the tip's.
+    share = heads / math.fsum(L)
+    bx, by, bz = bx - share * qx, by - share * qy, bz - share * qz
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    bend = (bx / b, by / b, bz / b) if b > 1e-9 * math.fsum(L) else None
+    return Straightening(switch, t * t, (ax, ay, az), bones, bend)
+
+
+def _horner_sum(across: list[complex], c: float) -> complex:
+    """``S(c) = sum_k a_k z**k``: the tip's offset across the curl axis."""
+    z = complex(math.cos(c), math.sin(c))
+    out = 0j
+    for a in reversed(across):
+        out = out * z + a
+    return out
+
+
+def _straightened(st: Straightening, r2: float, small: float) -> tuple[list[float], list[float], list[float]]:
+    """Unaimed joint offsets of the peak pose straightened until its tip is ``sqrt(r2)`` from the root
+    (``st.reach2 <= r2 <`` the chain's length squared)."""
+    ax, ay, az = st.axis
+    bones = st.bones
+    sin, cos = math.sin, math.cos
+
+    def tip(x: float) -> tuple[float, float, float, float, float, float]:
+        tx = ty = tz = gx = gy = gz = 0.0
+        for length, angle, ex, ey, ez in bones:
+            c, s = cos(x * angle), sin(x * angle)
+            along, out = length * c, length * s
+            tx, ty, tz = tx + along * ax + out * ex, ty + along * ay + out * ey, tz + along * az + out * ez
+            da, do = -length * angle * s, length * angle * c  # d/dx of along and out
+            gx, gy, gz = gx + da * ax + do * ex, gy + da * ay + do * ey, gz + da * az + do * ez
+        return tx, ty, tz, gx, gy, gz
+
+    lo, hi = 0.0, 1.0  # |tip| - r: above 0 at lo (straight), below at hi (the peak)
+    x = 1.0
+    for _ in range(200):
+        tx, ty, tz, gx, gy, gz = tip(x)
+        f = tx * tx + ty * ty + tz * tz - r2
+        if abs(f) <= small:
+            break
+        if f > 0.0:
+            lo = x
+        else:
+            hi = x
+        df = 2.0 * (tx * gx + ty * gy + tz * gz)
+        new = x - f / df if df != 0.0 else math.nan
+        if not (lo < new < hi):
+            new = 0.5 * (lo + hi)
+        if new == x or hi - lo <= 4e-16:
+            break
+        x = new
+    ox, oy, oz = [0.0], [0.0], [0.0]
+    px = py = pz = 0.0
+    for length, angle, ex, ey, ez in bones:
+        c, s = cos(x * angle), sin(x * angle)
+        along, out = length * c, length * s
+        px, py, pz = px + along * ax + out * ex, py + along * ay + out * ey, pz + along * az + out * ez
+        ox.append(px)
+        oy.append(py)
+        oz.append(pz)
+    return ox, oy, oz
+
+
+def straight_side(joints: Sequence[Sequence[float]]) -> tuple[float, float, float, float, float, float] | None:
+    """For the write-back's roll of a (nearly) straight solved chain (:mod:`.orient`): the direction
+    ``a`` the pose without IK ``joints (N+1, 3)`` straightens along and the unit direction its bend
+    shrinks in as it does (:class:`Straightening`, without a pole), flat ``(ax, ay, az, bx, by, bz)``, in
+    the pose's own axes; None for fewer than two bones or no bend. The start aims the chain by the least
+    rotation from ``a`` onto the target's direction, which carries the bend along: that is the side a
+    chain nearly straight toward that target faces."""
+    n = len(joints) - 1
+    if n < 2:
+        return None
+    xs = tuple(float(p[0]) for p in joints)
+    ys = tuple(float(p[1]) for p in joints)
+    zs = tuple(float(p[2]) for p in joints)
+    sqrt = math.sqrt  # the bone lengths as solve_points measures them, so the cache is shared
+    L = tuple(sqrt((xs[i + 1] - xs[i]) ** 2 + (ys[i + 1] - ys[i]) ** 2 + (zs[i + 1] - zs[i]) ** 2) for i in range(n))
+    if min(L) <= EPS * math.fsum(L):
+        return None
+    st = _straightening(xs, ys, zs, L, None)
+    if st.bend is None:
+        return None
+    return (*st.axis, *st.bend)

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import rotations as _rotations
+from . import start as _start
 from .rotations import turn_floats
 from .start import EPS, MAX_TOTAL_STEP
 
 
 def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | None,
-                  lengths: np.ndarray) -> np.ndarray:
+                  lengths: np.ndarray, straighten: bool = True) -> np.ndarray:
     """:func:`.start.curled_start` for ``C`` chains at once, in numpy: ``joints (C, N+1, 3)`` (N >= 2, every
     target reachable and off the root), ``targets (C, 3)``, ``poles (C, 3)`` or None, ``lengths (C, N)``.
     The same steps in the same order, so each row equals the single-chain result (to rounding)."""
@@ -44,6 +45,18 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     w = across * powers
     steps = along[:, :, None] * axis[:, None] + w.real[:, :, None] * e1[:, None] + w.imag[:, :, None] * e2[:, None]
     offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
+    _terms, s_re2, s_im2, _ = shape.search
+    farther = p * p - r2 + s_re2 + s_im2 < 0.0
+    if straighten and farther.any():  # targets farther than the pose's tip: .start.extend, row by row (cached by pose)
+        for row in np.flatnonzero(farther).tolist():
+            pose = tuple(joints[row, :, 0].tolist()), tuple(joints[row, :, 1].tolist()), \
+                tuple(joints[row, :, 2].tolist()), tuple(lengths[row].tolist())
+            pole = None
+            if poles is not None and _start._shape(*pose, None).pole_decides:
+                pole = tuple(poles[row].tolist())
+            extended = _start.extend(pose, pole, float(r2[row]), float(c[row]))
+            if extended is not None:
+                offsets[row] = np.array(extended).T
 
     tip = offsets[:, n]
     t = np.sqrt(np.einsum("ci,ci->c", tip, tip))

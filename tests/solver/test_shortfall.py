@@ -75,7 +75,7 @@ def test_running_out_of_passes_is_iterations():
     joints = np.cumsum(np.vstack([np.zeros(3), rng.normal(size=(9, 3))]), axis=0)
     lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
     found = 0
-    for _ in range(200):
+    for _ in range(800):  # most targets need no pass at all (the start reaches them)
         target = rng.normal(size=3) * lengths.sum() * 0.5
         shortfall, result = why(joints, target, max_iterations=1, tolerance=1e-6)
         if not result.converged:

@@ -1,0 +1,151 @@
+"""Near full reach (issue 23): past the curl's peak the curled start straightens (solver/start.py), so every
+target up to full reach is reached by the start itself, continuously, with a bend that keeps one direction
+all the way to straight (the side a straight chain rolls to: start.straight_side); the batched start
+(solver/start_batch.py) is the single-chain one there too."""
+
+import math
+
+import numpy as np
+import pytest
+
+from fabrik_addon.solver import start
+from fabrik_addon.solver.fabrik import solve_points
+from fabrik_addon.solver.start import curled_start, straight_side
+from fabrik_addon.solver.start_batch import curled_starts
+from rigkit.chains import random_chain
+
+# The Rigify metarig's left index finger at rest (armature space): three bones, not in one plane.
+FINGER = [(0.746399998664856, 0.005100000184029341, 1.2482000589370728),
+          (0.7717999815940857, 0.0013000000035390258, 1.2111999988555908),
+          (0.7839999794960022, -0.0003000000142492354, 1.1857999563217163),
+          (0.7892000079154968, 0.0006000000284984708, 1.163599967956543)]
+
+
+def _lengths(joints: np.ndarray) -> np.ndarray:
+    return np.linalg.norm(np.diff(joints, axis=0), axis=1)
+
+
+def _peak(joints: np.ndarray) -> float:
+    """How far from the root the curl alone brings the tip, at most."""
+    pose = tuple(tuple(joints[:, i].tolist()) for i in range(3)) + (tuple(_lengths(joints).tolist()),)
+    shape = start._shape(*pose, None)
+    return math.hypot(shape.p, abs(start._horner_sum(shape.across, start._peak(shape))))
+
+
+def _bend(points: np.ndarray, axis: np.ndarray) -> np.ndarray:
+    """The interior joints' mean offset from the root, across ``axis``."""
+    m = points[1:-1].mean(axis=0) - points[0]
+    return m - (m @ axis) * axis
+
+
+def _unit(v: np.ndarray) -> np.ndarray:
+    return v / np.linalg.norm(v)
+
+
+def _non_planar_chains(seed: int, count: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [random_chain(rng, int(rng.integers(3, 11)), 3) for _ in range(count)]
+
+
+def test_the_finger_cannot_curl_straight_and_reaches_every_target_up_to_full_reach_without_passes():
+    joints = np.array(FINGER)
+    length = float(_lengths(joints).sum())
+    axis = _unit(joints[-1] - joints[0])
+    assert _peak(joints) < length * (1.0 - 1e-4)  # the case FABRIK used to crawl in
+    for gap in (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-6, 1e-8):
+        target = joints[0] + (1.0 - gap) * length * axis
+        points, error, iterations = solve_points(joints.tolist(), target.tolist(), tolerance=1e-3 * length,
+                                                 max_iterations=30)
+        assert error <= 1e-7 * length, gap
+        assert iterations == 0, gap  # reached by the start itself: no pass whose stopping point moves it
+
+
+def test_the_finger_bends_one_way_all_the_way_to_straight():
+    """The solved bend's direction, the roll the write-back gives the chain, stays within a degree of the
+    pose without IK's own bend from 0.3% short of full reach to 1e-8 short (it swung by 118 degrees)."""
+    joints = np.array(FINGER)
+    length = float(_lengths(joints).sum())
+    axis = _unit(joints[-1] - joints[0])
+    rest = _unit(_bend(joints, axis))
+    for gap in (3e-3, 1e-3, 3e-4, 1e-4, 3e-5, 1e-6, 1e-8):
+        points, _, _ = solve_points(joints.tolist(), (joints[0] + (1.0 - gap) * length * axis).tolist(),
+                                    tolerance=0.0, max_iterations=30)
+        bend = _unit(_bend(np.array(points), axis))
+        assert math.degrees(math.acos(min(1.0, bend @ rest))) < 1.0, gap
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_targets_past_the_curls_peak_are_reached_by_the_start(seed):
+    for joints in _non_planar_chains(900 + seed, 30):
+        lengths = _lengths(joints)
+        length = float(lengths.sum())
+        peak = _peak(joints)
+        rng = np.random.default_rng(seed)
+        direction = _unit(rng.normal(size=3))
+        for r in np.linspace(peak, length, 7)[1:-1]:
+            target = joints[0] + r * direction
+            xs, ys, zs = curled_start(joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(),
+                                      lengths.tolist(), target.tolist(), None)
+            tip = np.array([xs[-1], ys[-1], zs[-1]])
+            assert np.linalg.norm(tip - target) <= 1e-7 * length
+            assert np.allclose(np.linalg.norm(np.diff(np.array([xs, ys, zs]).T, axis=0), axis=1), lengths,
+                               rtol=1e-12, atol=1e-12 * length)
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_start_is_continuous_as_the_target_moves_out_to_full_reach(seed):
+    """Steps of 1e-5 of the length from 2% inside full reach to 1e-6 inside it: no joint moves further than
+    the square-root law of straightening allows (a chain near straight bends as the root of the distance
+    left), and never by a jump: neighbouring steps move joints by comparable amounts."""
+    for joints in _non_planar_chains(950 + seed, 12):
+        lengths = _lengths(joints)
+        length = float(lengths.sum())
+        direction = _unit(joints[-1] - joints[0])
+        previous = None
+        for r in np.arange(0.98, 1.0 - 1e-6, 1e-5) * length:
+            xs, ys, zs = curled_start(joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(),
+                                      lengths.tolist(), (joints[0] + r * direction).tolist(), None)
+            points = np.array([xs, ys, zs]).T
+            if previous is not None:
+                moved = np.linalg.norm(points - previous, axis=1).max()
+                assert moved <= 4.0 * length * math.sqrt(1e-5), r / length
+            previous = points
+
+
+def test_a_straight_chain_rolls_to_where_the_start_straightens():
+    """straight_side: the bend of the start just short of full reach, aimed at the target, faces the side
+    straight_side gives (turned from its straightening direction onto the target's)."""
+    from fabrik_addon.solver.rotations import turn_floats
+
+    rng = np.random.default_rng(12)
+    for joints in _non_planar_chains(980, 20) + [np.array(FINGER)]:
+        lengths = _lengths(joints)
+        length = float(lengths.sum())
+        side = straight_side(joints.tolist())
+        assert side is not None
+        direction = _unit(rng.normal(size=3))
+        xs, ys, zs = curled_start(joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(),
+                                  lengths.tolist(), (joints[0] + (1.0 - 1e-9) * length * direction).tolist(), None)
+        bend = _unit(_bend(np.array([xs, ys, zs]).T, direction))
+        expected = np.array(turn_floats(*side[:3], *direction.tolist(), *side[3:]))
+        assert math.degrees(math.acos(min(1.0, bend @ expected))) < 0.1
+
+
+@pytest.mark.parametrize("with_pole", [False, True])
+def test_curled_starts_near_full_reach_are_the_single_chain_starts(with_pole):
+    rng = np.random.default_rng(990 + with_pole)
+    for n in (3, 6, 10):
+        joints = np.stack([random_chain(rng, n, 3) for _ in range(24)])
+        lengths = np.linalg.norm(np.diff(joints, axis=1), axis=2)
+        directions = rng.normal(size=(24, 3))
+        directions /= np.linalg.norm(directions, axis=1)[:, None]
+        reach = lengths.sum(axis=1) * (1.0 - rng.uniform(1e-8, 0.05, 24))
+        targets = joints[:, 0] + reach[:, None] * directions
+        poles = joints[:, 0] + rng.normal(size=(24, 3)) * 2.0 if with_pole else None
+        batch = curled_starts(joints, targets, poles, lengths)
+        for c in range(len(joints)):
+            xs, ys, zs = curled_start(joints[c, :, 0].tolist(), joints[c, :, 1].tolist(), joints[c, :, 2].tolist(),
+                                      lengths[c].tolist(), targets[c].tolist(),
+                                      None if poles is None else poles[c].tolist())
+            np.testing.assert_allclose(batch[c], np.array([xs, ys, zs]).T, atol=1e-9)
+            assert np.linalg.norm(batch[c, -1] - targets[c]) <= 1e-7 * lengths[c].sum()
