@@ -152,16 +152,28 @@ def test_a_torso_pose_depends_only_on_the_frame_inputs():
 MODES = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
 
 
-def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode():
+@pytest.mark.parametrize(("gap", "cone"), [
+    (0.0, None),
+    # modes agree to 1e-4 up to frame 29, where a bone turns 5.8 degrees (5.7 before the tree's passes were
+    # extrapolated): not yet traced
+    pytest.param(0.08, None, marks=pytest.mark.xfail(strict=True, reason="5.8-degree turn at frame 29")),
+    (0.0, 1.0),
+], ids=["at one point", "0.08 apart", "at one point, cones"])
+def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode(gap, cone):
     """The trunk's roll, which branches starting at one point do not fix, follows the pose without IK:
     no bone turns 5 degrees between frames, and the same pose without IK stored in four rotation modes
-    gives the same world pose. Before: 180-degree flips between frames and between modes."""
+    gives the same world pose (to 1e-4, default settings). Before: 180-degree flips between frames and
+    between modes."""
     rng = np.random.default_rng(4)
     base = [Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3)) for axis in rng.normal(size=(5, 3))]
     rigs = []
     for k, mode in enumerate(MODES):
-        ob = creature(0.0)
+        ob = creature(gap)
         ob.name = f"Y.{mode}"
+        for pb in ob.pose.bones[1:] if cone is not None else ():
+            pb.fabrik_limit.mode = 'CONE'
+            limit = pb.fabrik_limit
+            limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = cone
         if not k:  # the walk on top of the pose without IK
             tips, points = walk(ob, FRAMES, (), base=base)
         for pb, q in zip(ob.pose.bones, base):
@@ -169,8 +181,6 @@ def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode():
             set_rotation(pb, q)
         chains = [add_default_chain(ob, tip, 3, empty(f"T.{tip}.{mode}", tuple(points[0, c])))
                   for c, tip in enumerate(tips)]
-        for chain in chains:
-            chain.iterations = 200
         rigs.append((ob, chains))
     previous = None
     for f in range(FRAMES):
@@ -180,9 +190,9 @@ def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode():
         bpy.context.view_layer.update()
         reference = world_rotations(rigs[0][0])
         for ob, _ in rigs[1:]:
-            # (not yet the 1e-4 of lone chains: the shared bones come from tree passes that stop short
-            # of converging at slightly different places; the roll flips gave differences of order 1)
-            assert np.abs(world_rotations(ob) - reference).max() <= 1e-2, (f, ob.name)
+            # as lone chains, at default settings (before: 1e-2 with 200 iterations, the tree's passes
+            # stopping short of converging at slightly different places; the roll flips gave order 1)
+            assert np.abs(world_rotations(ob) - reference).max() <= 1e-4, (f, ob.name)
         if previous is not None:
             assert largest_turn(previous, reference) < 5.0, f
         previous = reference
