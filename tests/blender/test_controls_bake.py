@@ -195,13 +195,7 @@ KINDS = {"two-bone arm": arm_rig, "hinged leg": hinged_leg, "coned tentacle": co
          "soft arm": soft_arm, "stretching arm": stretchy_arm}
 
 
-S_CURVE = ("the single-frame snap (pose.fabrik_snap_ik_to_fk) misses frame 7 of this animation by the same 5.4e-4 "
-           "(1.5e-4 chain lengths): an S-shaped pose whose joints' centroid sits 0.011 off the root-tip line while "
-           "its joints sit up to 0.11 off; the 7-bone pole roll, not the range conversion")
-
-
-@pytest.mark.parametrize("kind", [pytest.param(kind, marks=pytest.mark.xfail(strict=True, reason=S_CURVE))
-                                  if kind == "coned tentacle" else kind for kind in KINDS])
+@pytest.mark.parametrize("kind", list(KINDS))
 def test_every_kind_of_chain_plays_its_fk_back(kind, solve_path):
     rig = KINDS[kind]()
     pose_mode(rig.ob)
