@@ -121,6 +121,20 @@ class suspended:
         request_solve()
 
 
+class resumed:
+    """Context manager: the named armatures are solved again inside the block, even within :class:`suspended`
+    (the snap measures what the live solve makes of the controls it placed)."""
+
+    def __init__(self, names) -> None:
+        self.names = set(names) & _state.suspended
+
+    def __enter__(self) -> None:
+        _state.suspended.difference_update(self.names)
+
+    def __exit__(self, *_exc) -> None:
+        _state.suspended.update(self.names)
+
+
 def refresh_feeds(found) -> None:
     """Re-read which armatures each target or pole object feeds, when chain settings or the set of rigs
     (``found``: :func:`rigs`) changed since the last read (reading every chain's target each frame is

@@ -179,6 +179,7 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
     """Put each chain's target on its FK tip and its pole on its FK bend (world matrices ``poses``)."""
     chains = ob.fabrik.chains
     frame = context.scene.frame_current
+    poles: dict[int, PlacedPole] = {}
     for i, names in bones.items():
         chain = chains[i]
         pose = poses[i]
@@ -207,9 +208,183 @@ def _place_all(context, ob, bones: dict[int, list[str]], poses: dict, tails: dic
             if problem:
                 result.errors.append(rpt_("Chain '{}': {}").format(chain.name, problem))
                 continue
-            if keyframe:
-                _key_transform(chain.pole, chain.pole_bone, False, frame)
+            poles[i] = PlacedPole(joints, np.array(location), point, length)
         result.snapped.append(chain.name)
+    settle_poles(context, ob, bones, poles, result)
+    if keyframe:
+        for i in poles:
+            _key_transform(chains[i].pole, chains[i].pole_bone, False, frame)
+
+
+# --- poles: turned back by the roll the live solve gives the chain ------------------------------------------------
+
+# The solve rolls a chain toward its pole by the direction of the joints' centroid off the root-target line in
+# its own start pose, which it builds from the FK pose in float32 and curls onto the target. On an S-shaped pose
+# that centroid sits near the line (0.011 off on a 7-bone tentacle whose joints bulge 0.11 either way), so the
+# start's rounding (its tip 9.5e-7 off the target) turns the centroid's direction by 4.8e-3 rad and rolls the
+# chain 1.5e-4 of its length away from its FK pose. The curl does not depend on the pole: turning the pole back
+# by the measured roll cancels it: one round brought that tentacle's bake from 1.5e-4 to 2.3e-5 chain lengths
+# (the curl itself), a second changed nothing (2e-8). Rounds of measure-and-turn at most, for rigs where the
+# pole does move the start; a roll that moves no joint more than ROLL_NOISE of the chain's length is left.
+POLE_ROUNDS = 2
+ROLL_NOISE = 1e-7
+# The roll's error moves the joints by the start's rounding times (farthest joint off the line) / (the joints'
+# centroid off it). Where that ratio is at most this, the move stays within a few roundings (~1e-6 of the
+# chain's length) and the measuring solve is skipped: a two-bone limb's ratio is 1, the tentacle's S 10.2, the
+# tests' S's 12-130. (The measurement doubled the range bake's time on the walk: 2.3 s -> 4.4 s.)
+SKEWED = 4.0
+
+
+@dataclass
+class PlacedPole:
+    """A pole the snap placed, and what it was placed for (world space)."""
+
+    joints: np.ndarray  # (N + 1, 3): the FK heads, then the tip's tail
+    goal: np.ndarray  # (3,): where the target was placed (on the root-tip line)
+    point: Vector  # where the pole is now
+    length: float  # the chain's length
+
+
+def settle_poles(context, ob, bones: dict[int, list[str]], poles: dict[int, PlacedPole], result: SnapResult) -> None:
+    """Turn each pole of ``poles`` (chain index -> placement) about its chain's root-target line by the roll that
+    the live solve, at full influence, gives the chain against its FK pose (see :data:`POLE_ROUNDS`)."""
+    chains = ob.fabrik.chains
+    todo = {i: placed for i, placed in poles.items() if _roll_sensitive(placed.joints, placed.goal)}
+    if ob.mode == 'EDIT' or ob.data.pose_position == 'REST':
+        return
+    for _round in range(POLE_ROUNDS):
+        if not todo:
+            return
+        solved = solved_joints(context, ob, {i: bones[i] for i in todo})
+        turned = {}
+        for i, placed in todo.items():
+            if i not in solved:
+                continue
+            angle = roll_angle(placed.joints, solved[i], placed.goal)
+            if abs(angle) * _off_line(placed.joints, placed.goal).max() <= ROLL_NOISE * placed.length:
+                continue
+            point = Vector(turn_about(np.array(placed.point), placed.joints[0], placed.goal, angle))
+            chain = chains[i]
+            problem = _place(context, chain.pole, chain.pole_bone, point, None, placed.length, rpt_("Pole"))
+            if problem:
+                result.warnings.append(rpt_("Chain '{}': {}").format(chain.name, problem))
+                continue
+            placed.point = point
+            turned[i] = placed
+        todo = turned
+
+
+def _roll_sensitive(joints: np.ndarray, goal: np.ndarray) -> bool:
+    """Whether the pose ``joints`` bends, with its interior joints' centroid nearer its root-goal line than
+    1 / :data:`SKEWED` of its farthest joint's distance from it (an S, or bends that nearly cancel)."""
+    axis = roll_axis(joints, goal)
+    if axis is None:
+        return False
+    offsets = joints[1:-1] - joints[0]
+    across = offsets - np.outer(offsets @ axis, axis)
+    return bool(np.linalg.norm(across, axis=1).max() > SKEWED * np.linalg.norm(across.mean(axis=0)))
+
+
+def roll_axis(joints: np.ndarray, goal: np.ndarray) -> np.ndarray | None:
+    """Unit root-to-goal direction of a chain pose ``joints`` (N + 1, 3) that bends off that line (by more
+    than :data:`STRAIGHT` of its length); None for a straight pose, whose roll moves nothing."""
+    root = joints[0]
+    axis = np.asarray(goal, dtype=np.float64) - root
+    norm = float(np.linalg.norm(axis))
+    length = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
+    if norm <= 1e-9 * length or len(joints) < 3:
+        return None
+    return axis / norm if float(_off_line(joints, goal).max()) > STRAIGHT * length else None
+
+
+def _off_line(joints: np.ndarray, goal: np.ndarray) -> np.ndarray:
+    """Distances of the interior joints of ``joints`` (N + 1, 3) from the line from its root to ``goal``."""
+    return np.linalg.norm(_perpendicular(joints[1:-1] - joints[0], goal - joints[0]), axis=1)
+
+
+def _perpendicular(offsets: np.ndarray, direction: np.ndarray) -> np.ndarray:
+    axis = direction / np.linalg.norm(direction)
+    return offsets - np.outer(offsets @ axis, axis)
+
+
+def roll_angle(fk: np.ndarray, ik: np.ndarray, goal: np.ndarray) -> float:
+    """The turn (radians, right-handed about the root-to-``goal`` line) that best carries the joints ``ik``
+    onto the joints ``fk`` (both (N + 1, 3), same root), least squares over their offsets from the line."""
+    axis = roll_axis(fk, goal)
+    if axis is None:
+        return 0.0
+    u, v = (_perpendicular(points[1:-1] - fk[0], axis) for points in (fk, ik))
+    return math.atan2(float(np.cross(v, u).sum(axis=0) @ axis), float(np.einsum("ij,ij->", v, u)))
+
+
+def turn_about(point: np.ndarray, root: np.ndarray, goal: np.ndarray, angle: float) -> np.ndarray:
+    """``point`` turned by ``angle`` (radians, right-handed) about the line from ``root`` to ``goal``."""
+    axis = np.asarray(goal, dtype=np.float64) - root
+    axis = axis / np.linalg.norm(axis)
+    x = np.asarray(point, dtype=np.float64) - root
+    c, s = math.cos(angle), math.sin(angle)
+    return root + x * c + np.cross(axis, x) * s + axis * (axis @ x) * (1.0 - c)
+
+
+def solved_joints(context, ob, bones: dict[int, list[str]]) -> dict[int, np.ndarray]:
+    """World joints (heads, then the tip's tail) of chains ``bones`` as the live solve poses them now at full
+    influence, chain index -> (N + 1, 3); chains it cannot solve are left out. The rig's and the chains'
+    switches and every chain bone's channels are put back afterwards, exactly."""
+    settings = ob.fabrik
+    chains = settings.chains
+    written = set()  # the bones any chain of the rig may write
+    for chain in chains:
+        try:
+            written.update(chain_bones(ob, chain))
+        except ChainError:
+            continue
+    channels = {name: _channels(ob.pose.bones[name]) for name in written}
+    saved_rig = settings.enabled
+    saved = {i: (chains[i].enabled, chains[i].influence) for i in bones}
+    out = {}
+    try:
+        with handlers.resumed([ob.name]):
+            if not settings.enabled:
+                settings.enabled = True
+            for i in bones:
+                if not chains[i].enabled:
+                    chains[i].enabled = True
+                if chains[i].influence != 1.0:
+                    chains[i].influence = 1.0
+            handlers.request_solve()
+            ob.update_tag()
+            ev = ob.evaluated_get(context.evaluated_depsgraph_get())  # the live solve runs on this update
+            world = ev.matrix_world
+            for i, names in bones.items():
+                if chains[i].status in ('INVALID', 'NONE'):
+                    continue
+                out[i] = np.array([tuple(world @ ev.pose.bones[name].head) for name in names]
+                                  + [tuple(world @ ev.pose.bones[names[-1]].tail)])
+    finally:
+        for i, (enabled, influence) in saved.items():
+            if chains[i].influence != influence:
+                chains[i].influence = influence
+            if chains[i].enabled != enabled:
+                chains[i].enabled = enabled
+        if settings.enabled != saved_rig:
+            settings.enabled = saved_rig
+        for name, values in channels.items():
+            _put_channels(ob.pose.bones[name], values)
+        context.view_layer.update()
+    return out
+
+
+_CHANNELS = ("rotation_quaternion", "rotation_euler", "rotation_axis_angle", "scale")
+
+
+def _channels(pose_bone) -> tuple:
+    return tuple(tuple(getattr(pose_bone, attribute)) for attribute in _CHANNELS)
+
+
+def _put_channels(pose_bone, values: tuple) -> None:
+    for attribute, value in zip(_CHANNELS, values, strict=True):
+        if tuple(getattr(pose_bone, attribute)) != value:
+            setattr(pose_bone, attribute, value)
 
 
 def _out_of_reach(points: np.ndarray, length: float) -> np.ndarray:

@@ -689,3 +689,128 @@ def test_snap_ik_to_fk_of_an_s_shaped_chain_with_a_pole_moves_nothing(count, con
     worst = snap_and_switch(rig, np.random.default_rng(100 + count), 20)
     print(f"\n{count} bones S, pole, {'cones' if cones else 'free'}: largest joint move {worst:.2e} chain lengths")
     assert worst <= IK_TO_FK
+
+
+# --- S-shaped chains with a pole: the snap turns the pole back by the roll the solve gives (issues 23, 25) -------
+
+LIMITS = ('FREE', 'CONE', 'HINGE')
+
+
+def s_chain_rig(count: int, limit: str) -> Rig:
+    """``count`` bones with a pole: free, with elliptical cones, or with hinges that bend both ways."""
+    ob = straightish_chain(f"S{count}{limit}", count, length=0.5, bend=0.05)
+    for k in range(1, count):
+        settings = ob.pose.bones[f"b{k}"].fabrik_limit
+        if limit == 'CONE':
+            settings.mode = 'CONE'
+            settings.cone_left, settings.cone_right, settings.cone_up, settings.cone_down = 1.4, 1.5, 1.6, 1.45
+        elif limit == 'HINGE':
+            settings.mode, settings.hinge_min, settings.hinge_max = 'HINGE', -1.3, 1.3
+    length = 0.5 * count
+    chain = add_chain(ob, f"b{count - 1}", count, empty(f"S{count}{limit}Target", (0.0, 0.05, length)),
+                      pole=empty(f"S{count}{limit}Pole", (0.0, length, 0.5 * length)), iterations=10)
+    return Rig(ob, [chain], {"b0": free(1.0)}, length)
+
+
+def pose_s(rig: Rig, rng, amount: float, noise: float, planar: bool) -> None:
+    """A point-symmetric S, then nudged: bone k's turn about local X undoes bone (N - k)'s, so the joints lie
+    symmetric about the chain's middle and their centroid on the root-tip line, however far they bulge; each
+    turn is then nudged by up to ``noise`` rad (about local X when ``planar``, else about any axis), which puts
+    the centroid a hair off the line. The first bone turns freely."""
+    set_rotation(rig.ob.pose.bones["b0"], rig.posers["b0"](rng))
+    count = len(rig.ob.pose.bones)
+    half = rng.choice([-1.0, 1.0]) * rng.uniform(0.4 * amount, amount, size=(count - 1) // 2)
+    turns = np.zeros(count)
+    turns[1:1 + len(half)] = half
+    turns[count - len(half):] = -half[::-1]
+    for k in range(1, count):
+        axis = np.array([1.0, 0.0, 0.0]) if planar else rng.normal(size=3)
+        nudge = Quaternion(axis / np.linalg.norm(axis), rng.uniform(-noise, noise))
+        set_rotation(rig.ob.pose.bones[f"b{k}"], nudge @ Quaternion((1.0, 0.0, 0.0), turns[k]))
+
+
+def snap_switch_s(rig: Rig, rng, poses: int, amount: float = 0.6, noise: float = 0.08) -> float:
+    """Largest joint move (chain lengths) when switching IK on after snapping IK to FK, over ``poses`` S poses
+    (:func:`pose_s`), the bones' rotation modes shifted by one each pose (every bone goes through every mode)."""
+    planar = rig.ob.pose.bones["b1"].fabrik_limit.mode == 'HINGE'
+    worst = 0.0
+    for k in range(poses):
+        rig.chains[0].enabled = False
+        set_modes(rig.ob, k)
+        pose_s(rig, rng, amount, noise, planar)
+        fk = joints(rig.ob)
+        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+        rig.chains[0].enabled = True
+        ik = joints(rig.ob)
+        assert rig.chains[0].status == 'REACHED', rig.chains[0].message
+        worst = max(worst, largest_move(fk, ik) / rig.length)
+    return worst
+
+
+def test_roll_angle_is_the_turn_about_the_root_target_line_that_carries_ik_onto_fk():
+    rng = np.random.default_rng(3)
+    fk = np.cumsum(np.vstack([[0.0, 0.0, 0.0], rng.normal(size=(6, 3))]), axis=0)
+    goal = fk[-1] + 0.3 * (fk[-1] - fk[0])  # on the root-tip line, beyond the tip (a soft chain's target)
+    for angle in (-2.5, -1e-3, 4.8e-3, 0.7, 3.0):
+        ik = np.array([snap.turn_about(point, fk[0], goal, -angle) for point in fk])
+        assert snap.roll_angle(fk, ik, goal) == pytest.approx(angle, abs=1e-12)
+        back = np.array([snap.turn_about(point, fk[0], goal, angle) for point in ik])
+        np.testing.assert_allclose(back, fk, atol=1e-12)
+    bent_ik = ik + rng.normal(scale=1e-3, size=ik.shape)  # not a pure roll: the best one, still
+    assert snap.roll_angle(fk, bent_ik, goal) == pytest.approx(3.0, abs=1e-2)
+    straight = np.outer(np.arange(5.0), [0.0, 0.6, 0.8])
+    assert snap.roll_axis(straight, straight[-1]) is None  # a straight pose has no roll to measure
+    rolled = straight + rng.normal(scale=1e-9, size=straight.shape)
+    assert snap.roll_angle(straight, rolled, straight[-1]) == 0.0
+
+
+@pytest.mark.parametrize("count", [5, 6, 7, 8, 9])
+@pytest.mark.parametrize("limit", LIMITS)
+def test_snap_ik_to_fk_of_s_shaped_chains_in_every_rotation_mode_moves_nothing(count, limit, solve_path):
+    """Issues 23 and 25: S-shaped 5-9 bone chains with a pole, free, coned and hinged, 16 seeded poses each,
+    every bone through every rotation mode: switching IK on after the snap moves no joint 1e-4 of the chain."""
+    rig = s_chain_rig(count, limit)
+    pose_mode(rig.ob)
+    worst = snap_switch_s(rig, np.random.default_rng(200 + count), 16)
+    print(f"\n{count} bones S, pole, {limit}: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("amount", [0.05, 0.25, 1.0], ids=["nearly straight", "gentle", "folded"])
+@pytest.mark.parametrize("limit", LIMITS)
+def test_snap_ik_to_fk_of_nearly_straight_and_nearly_folded_s_shapes_moves_nothing(amount, limit, solve_path):
+    """The neighbours of the S: bends so small the chain is nearly straight (its joints' centroid a hair off the
+    line), and bends of up to a radian a joint, each half curling back toward the root-tip line."""
+    rig = s_chain_rig(7, limit)
+    pose_mode(rig.ob)
+    worst = snap_switch_s(rig, np.random.default_rng(int(amount * 100)), 12, amount=amount)
+    print(f"\n7 bones S x{amount}, pole, {limit}: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
+
+
+@pytest.mark.parametrize("rig_off", [False, True], ids=["chain off", "rig off"])
+def test_measuring_the_roll_leaves_the_fk_pose_and_the_switches_as_they_were(rig_off):
+    """The snap solves the chain once at full influence to measure its roll; the bones' channels, the chain's
+    switch and influence and the rig's switch come back exactly, and the pole's key holds the turned pole."""
+    rig = s_chain_rig(7, 'CONE')
+    pose_mode(rig.ob)
+    chain = rig.chains[0]
+    chain.influence = 0.7
+    if rig_off:
+        rig.ob.fabrik.enabled = False
+    else:
+        chain.enabled = False
+    pose_s(rig, np.random.default_rng(5), 0.6, 0.02, planar=False)
+    before = {pb.name: (tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.rotation_axis_angle),
+                        tuple(pb.scale)) for pb in rig.ob.pose.bones}
+    fk = joints(rig.ob)
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk(keyframe=True) == {'FINISHED'}
+    after = {pb.name: (tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.rotation_axis_angle),
+                       tuple(pb.scale)) for pb in rig.ob.pose.bones}
+    assert after == before
+    assert (rig.ob.fabrik.enabled, chain.enabled, chain.influence) == (not rig_off, rig_off, pytest.approx(0.7))
+    np.testing.assert_array_equal(joints(rig.ob), fk)
+    bpy.context.scene.frame_set(bpy.context.scene.frame_current)  # the keys, evaluated again
+    rig.ob.fabrik.enabled = chain.enabled = True
+    chain.influence = 1.0
+    assert largest_move(fk, joints(rig.ob)) / rig.length <= IK_TO_FK
