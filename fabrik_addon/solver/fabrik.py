@@ -27,6 +27,7 @@ from .soft import (
     stretch_about,
 )
 from .start import curled_start
+from .swing import cones_only, fit_swings
 
 DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_ITERATIONS = 30
@@ -151,6 +152,8 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
     the joints. Returns (joints, error, iterations, converged, the bones' frames as the limits measure them)."""
     goal, pole3, _, lengths, unreachable, *_ = args
+    if cones_only(resolved):
+        return _solve_cones(joints, args, resolved)
     frames = None
     done = converged = False
     if len(lengths) == 2 and not unreachable:
@@ -170,6 +173,21 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     if frames is None:
         frames = resolved.frames_of(out)
     return out, error, iterations, converged, frames
+
+
+def _solve_cones(joints: np.ndarray, args: FabrikArgs,
+                 resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain whose limits are cones (or none): the free pose when it keeps every cone, else the fit in
+    swing coordinates nearest it (:mod:`.swing`); ``_solve_limited``'s arguments and returns."""
+    goal, pole3, _, lengths, unreachable, *_ = args
+    if len(lengths) == 2 and not unreachable:
+        free, error, iterations = _two_bones(joints, goal, pole3, lengths)
+    else:
+        free, error, iterations = run_fabrik(joints, *args, None)
+    if resolved.violations(free).max() <= LIMIT_SLACK:
+        return free, error, iterations, True, resolved.frames_of(free)
+    fit = fit_swings(free, goal, lengths, resolved, args[5])
+    return fit.joints, fit.error, iterations + fit.steps, fit.settled, resolved.frames_of(fit.joints)
 
 
 def run_fabrik(
