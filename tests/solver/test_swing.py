@@ -130,7 +130,7 @@ def test_projection_onto_a_cone_is_continuous_and_lands_inside(cone):
         moved = np.linalg.norm(np.diff(projected, axis=0), axis=1)
         steps = np.linalg.norm(np.diff(points, axis=0), axis=1)
         assert (moved <= steps + 1e-12).all()
-        for (u, v), (pu, pv) in zip(points, projected):
+        for pu, pv in projected:
             theta = math.hypot(pu, pv)
             local = np.array([0.0, 1.0, 0.0]) if theta == 0.0 else np.array(
                 [math.sin(theta) * pu / theta, math.cos(theta), math.sin(theta) * pv / theta])
