@@ -68,7 +68,8 @@ def test_the_issues_coned_leg_turns_no_bone_more_than_five_degrees_a_frame():
 @pytest.mark.parametrize("cone", [(0.5, 0.5, 0.6, 0.4), (1.05, 1.05, 1.05, 1.05)], ids=["issue", "60deg"])
 def test_coned_chains_move_smoothly_and_keep_their_cones(bones, pole, cone):
     """4 bones (2-3 bones keep limited FABRIK: see fabrik.FIT_MIN_BONES), with and without a pole, two cone
-    sizes, on a loop at 0.4% of the chain's length a frame (partly beyond the narrow cones): no bone turns 5 degrees in a frame, no cone is exceeded,
+    sizes, on a loop at 0.4% of the chain's length a frame (partly beyond the narrow cones): no bone turns 5
+    degrees in a frame, no cone is exceeded,
     and wherever the tip misses, the solve says it settled (not 'did not converge')."""
     joints = arc(bones)
     pole_point = np.array([0.0, 2.0, 1.0]) if pole else None
