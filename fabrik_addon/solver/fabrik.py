@@ -44,6 +44,9 @@ FIT_FALLBACK = 10.0
 # ... from this many bones: on 2-3 bones the fit still jumped (15-35 degrees a frame at 0.8% of the length a
 # frame for 2 bones in 0.5-rad cones, 22 for 3 bones in 60-degree cones with a pole); they keep limited FABRIK.
 FIT_MIN_BONES = 4
+# ... and up to this many: on an 8-bone chain the wide fit ended in two minima 1.1e-3 of the length apart for
+# inputs 1.5e-7 apart (tests/solver/test_stability.py); longer chains keep limited FABRIK too.
+FIT_MAX_BONES = 7
 
 Point = tuple[float, float, float]
 
@@ -157,7 +160,7 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
     the joints. Returns (joints, error, iterations, converged, the bones' frames as the limits measure them)."""
     goal, pole3, _, lengths, unreachable, *_ = args
-    if cones_only(resolved) and len(lengths) >= FIT_MIN_BONES:
+    if cones_only(resolved) and FIT_MIN_BONES <= len(lengths) <= FIT_MAX_BONES:
         return _solve_cones(joints, start3, args, resolved)
     frames = None
     done = converged = False
