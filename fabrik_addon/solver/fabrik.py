@@ -27,6 +27,7 @@ from .soft import (
     stretch_about,
 )
 from .start import curled_start
+from .swing import cones_only, fit_swings
 
 DEFAULT_TOLERANCE = 1e-3
 DEFAULT_MAX_ITERATIONS = 30
@@ -38,6 +39,14 @@ STALL_PATIENCE = 3
 # tolerance asks for less: where it stops then moves no joint by more than a tiny fraction of a frame's
 # motion, so the pose does not depend on how many passes ran (nor on float noise in the inputs).
 SETTLE = 1e-7
+# Cone-limited chains: limited FABRIK is tried when the swing fit misses by more than this many tolerances.
+FIT_FALLBACK = 10.0
+# ... from this many bones: on 2-3 bones the fit still jumped (15-35 degrees a frame at 0.8% of the length a
+# frame for 2 bones in 0.5-rad cones, 22 for 3 bones in 60-degree cones with a pole); they keep limited FABRIK.
+FIT_MIN_BONES = 4
+# ... and up to this many: on an 8-bone chain the wide fit ended in two minima 1.1e-3 of the length apart for
+# inputs 1.5e-7 apart (tests/solver/test_stability.py); longer chains keep limited FABRIK too.
+FIT_MAX_BONES = 7
 
 Point = tuple[float, float, float]
 
@@ -151,6 +160,8 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
     the joints. Returns (joints, error, iterations, converged, the bones' frames as the limits measure them)."""
     goal, pole3, _, lengths, unreachable, *_ = args
+    if cones_only(resolved) and FIT_MIN_BONES <= len(lengths) <= FIT_MAX_BONES:
+        return _solve_cones(joints, start3, args, resolved)
     frames = None
     done = converged = False
     if len(lengths) == 2 and not unreachable:
@@ -170,6 +181,32 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     if frames is None:
         frames = resolved.frames_of(out)
     return out, error, iterations, converged, frames
+
+
+def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
+                 resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain whose limits are cones (or none): the free pose when it keeps every cone, else the fit in
+    swing coordinates nearest it (:mod:`.swing`); ``_solve_limited``'s arguments and returns."""
+    goal, pole3, _, lengths, unreachable, *_ = args
+    if len(lengths) == 2 and not unreachable:
+        free, error, iterations = _two_bones(joints, goal, pole3, lengths)
+    else:
+        free, error, iterations = run_fabrik(joints, *args, None)
+    if resolved.violations(free).max() <= LIMIT_SLACK:
+        return free, error, iterations, True, resolved.frames_of(free)
+    fit = fit_swings(free, goal, lengths, resolved, args[5])
+    iterations += fit.steps
+    if fit.error > FIT_FALLBACK * args[5] and not unreachable:
+        # The fit settled far short: a local minimum, or a target beyond what the cones allow. Limited
+        # FABRIK with its restarts is kept only when it reaches (a local minimum escaped), so beyond the
+        # cones, where it never reaches, the pose stays the fit's, continuous in the target. Not tried
+        # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
+        # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
+        out, error, used, _ = run_limited(joints, *args, resolved, start3)
+        iterations += used
+        if error <= args[5]:
+            return out, error, iterations, True, resolved.frames_of(out)
+    return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
 
 
 def run_fabrik(

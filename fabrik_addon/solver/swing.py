@@ -1,0 +1,358 @@
+"""Cone-limited chains solved as a least-squares fit in each bone's swing coordinates.
+
+Limited FABRIK on cones stopped where its pass budget ran out, restarted from other poses and took
+the nearest rim point by angle, which jumps where a direction passes behind a cone: on a smooth path
+partly beyond what the cones allow a bone turned 29 degrees in one frame, and inputs differing by
+float32 rounding (rotation modes) gave poses 0.3-1.6 units apart. Here the pose is a function of its
+inputs instead:
+
+1. reference: the free solve (the curled start and free FABRIK to its settle tolerance, or the analytic
+   pose for two bones), continuous in the target and the pole, and the answer whenever it keeps every
+   cone;
+2. coordinates: bone ``i`` points along its limit frame (its parent's frame turned by its rest offset)
+   turned by the swing ``q_i = theta * (cos phi, sin phi)`` (deflection ``theta`` from +Y, azimuth
+   ``phi`` from +X toward +Z); its frame follows its direction by the minimal turn from its start frame
+   (:meth:`.LimitFrames.bone_frame`). In these coordinates a cone is the convex region
+   ``(u / a)**2 + (v / b)**2 <= 1`` (``a``, ``b`` the quadrant's angles), and the Euclidean projection
+   onto a convex region is continuous: no rim jump;
+3. fit: minimise ``|tip - target|**2 / length**2 + MU * |q - q_ref|**2`` over the cones by projected
+   Levenberg-Marquardt from the reference's projection, to a fixed point (steps below ``STEP_TOL``
+   radians), so that the pose does not depend on how many steps ran. ``MU`` is tiny: where the cones
+   allow the target the tip reaches it (bias ~1e-8 of the length); the term only picks, among the poses
+   that fit equally well, the one nearest the reference, which settles the chain's redundancy the way the
+   free solve settles it (the pole included).
+
+Deterministic (nothing is read from another frame) and continuous in the target, the pole and the pose
+without IK wherever the fit's minimum is.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .limits import ConeLimit, ResolvedLimits
+from .rotations import matrices_from_two_vectors
+
+# Weights of the pull toward the reference (swing radians squared against the tip's distance squared
+# over the chain's length squared). The wide fit's pull is strong enough that a target beyond the cones
+# does not flip the chain between two mirror poses equally near it (the coned leg flipped 9 degrees in a
+# frame at 1e-4, 4 at 1e-3, none at 1e-2); the near fit then reaches the target from there when the
+# cones allow it, moving as little as it can.
+MU_WIDE = 1e-2
+WIDE_STAGES = (1.0, 0.1, MU_WIDE)
+# The near fit's pull, per unit of the tolerance over the chain's length: it keeps the tip within about a
+# tenth of the tolerance where the cones allow the target (bias ~ pull * turn / leverage), and rounds the
+# edge of what they allow, where the exact pose turns fast (a square root of the distance to the edge).
+NEAR_PER_TOLERANCE = 1.0
+MU_FLOOR = 1e-8
+# The polish stops pulling once the tip is within this fraction of the tolerance.
+POLISH_SLACK = 0.5
+# ... and is tried only when the near fit misses by more than this many tolerances.
+POLISH_BEYOND = 3.0
+MU_BEYOND = 0.1
+BEYOND_POWER = 1
+# The fit has settled when no swing moves by more than this (radians) in an accepted step.
+STEP_TOL = 1e-11
+# Step budget of the fit (it settles in 5-40 steps on the benchmark paths).
+MAX_STEPS = 200
+# Central-difference step for the tip's derivatives (radians): truncation ~ H**2, rounding ~ 1e-16 / H**2.
+H = 1e-4
+
+
+@dataclass(frozen=True)
+class SwingFit:
+    """Result of :func:`fit_swings`: joints ``(N+1, 3)``, tip error, steps taken, whether it settled."""
+
+    joints: np.ndarray
+    error: float
+    steps: int
+    settled: bool
+
+
+def cones_only(limits: ResolvedLimits) -> bool:
+    """Whether every limit of the chain is a cone or none (hinges roll their parents: other solves)."""
+    return all(limit is None or isinstance(limit, ConeLimit) for limit in limits.limits)
+
+
+def swings_of(joints: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
+    """Swing coordinates ``(N, 2)`` of a pose ``(N+1, 3)`` (see the module)."""
+    dirs = np.diff(joints, axis=0)
+    dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
+    out = np.zeros((len(dirs), 2))
+    parent = limits.base_frame
+    for i, d in enumerate(dirs):
+        x, y, z = limits.limit_frame(parent, i).T @ d
+        side = math.hypot(x, z)
+        if side > 0.0:
+            theta = math.atan2(side, y)
+            out[i] = theta * x / side, theta * z / side
+        parent = limits.bone_frame(i, d)
+    return out
+
+
+def joints_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
+    """Joints ``(..., N+1, 3)`` of swings ``q (..., N, 2)``: forward kinematics, batched over the leading axes."""
+    lead = q.shape[:-2]
+    qs = q.reshape(-1, q.shape[-2], 2)
+    count, n = qs.shape[0], qs.shape[1]
+    out = np.empty((count, n + 1, 3))
+    out[:, 0] = root
+    parent = np.broadcast_to(limits.base_frame, (count, 3, 3))
+    for i in range(n):
+        u, v = qs[:, i, 0], qs[:, i, 1]
+        theta = np.hypot(u, v)
+        k = np.where(theta > 1e-4, np.sin(theta) / np.where(theta > 1e-4, theta, 1.0), 1.0 - theta * theta / 6.0)
+        local = np.stack([u * k, np.cos(theta), v * k], axis=1)
+        frame = parent @ limits.rest_offsets[i]
+        d = np.einsum("kij,kj->ki", frame, local)
+        d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+        out[:, i + 1] = out[:, i] + lengths[i] * d
+        if i + 1 < n:
+            start = np.broadcast_to(limits.start_dirs[i], d.shape)
+            parent = matrices_from_two_vectors(np.ascontiguousarray(start), d) @ limits.frames[i]
+    return out.reshape(*lead, n + 1, 3)
+
+
+def project_swing(limit: ConeLimit | None, u: float, v: float) -> tuple[float, float]:
+    """The nearest point to ``(u, v)`` in the cone's swing region (itself when inside or unlimited).
+
+    The region is a quarter ellipse per quadrant; its nearest point keeps the signs of ``(u, v)``, so it
+    is the nearest point of that quadrant's ellipse: Newton's method on Eberly's root function
+    ``F(t) = (a u / (t + a**2))**2 + (b v / (t + b**2))**2 - 1``, convex and falling for ``t >= 0``, so
+    Newton from ``t = 0`` climbs to the root without overshooting.
+    """
+    if limit is None:
+        return u, v
+    a = limit.right if u >= 0.0 else limit.left
+    b = limit.up if v >= 0.0 else limit.down
+    if a <= 0.0 or b <= 0.0:
+        if a <= 0.0 and b <= 0.0:
+            return 0.0, 0.0
+        if a <= 0.0:
+            return 0.0, min(max(v, -limit.down), limit.up)
+        return min(max(u, -limit.left), limit.right), 0.0
+    if (u / a) ** 2 + (v / b) ** 2 <= 1.0:
+        return u, v
+    a2, b2 = a * a, b * b
+    au, bv = a * u, b * v
+    t = 0.0
+    for _ in range(100):
+        p, r = au / (t + a2), bv / (t + b2)
+        f = p * p + r * r - 1.0
+        if f <= 0.0:
+            break
+        slope = -2.0 * (p * p / (t + a2) + r * r / (t + b2))
+        step = -f / slope
+        t += step
+        if step <= 1e-15 * (t + a2 + b2):
+            break
+    pu, pv = a2 * u / (t + a2), b2 * v / (t + b2)
+    # On the rim, from inside: the limit check then never sees a rounding's excess.
+    scale = 1.0 / math.sqrt(max((pu / a) ** 2 + (pv / b) ** 2, 1.0))
+    return pu * scale, pv * scale
+
+
+def _project(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
+    out = q.copy()
+    for i, limit in enumerate(limits.limits):
+        out[i] = project_swing(limit, float(q[i, 0]), float(q[i, 1]))  # type: ignore[arg-type]
+    return out
+
+
+def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
+               limits: ResolvedLimits) -> list[np.ndarray | None]:
+    """Per bone: the outward unit normal (in swing coordinates) where the swing lies on its cone's rim.
+
+    Adds the rim's curvature to ``hessian`` (in place) with the multiplier that holds the swing on the
+    rim (the Lagrangian's Hessian), so that sliding along a curved rim converges as fast as a free step.
+    """
+    out: list[np.ndarray | None] = []
+    for i, limit in enumerate(limits.limits):
+        normal = None
+        if isinstance(limit, ConeLimit):
+            u, v = float(q[i, 0]), float(q[i, 1])
+            a = limit.right if u >= 0.0 else limit.left
+            b = limit.up if v >= 0.0 else limit.down
+            if a > 0.0 and b > 0.0 and (u / a) ** 2 + (v / b) ** 2 >= 1.0 - 1e-9:
+                g = np.array([2.0 * u / (a * a), 2.0 * v / (b * b)])
+                norm2 = float(g @ g)
+                if norm2 > 0.0:
+                    normal = g / math.sqrt(norm2)
+                    multiplier = -float(gradient[2 * i:2 * i + 2] @ g) / norm2
+                    if multiplier > 0.0:
+                        hessian[2 * i, 2 * i] += multiplier * 2.0 / (a * a)
+                        hessian[2 * i + 1, 2 * i + 1] += multiplier * 2.0 / (b * b)
+        out.append(normal)
+    return out
+
+
+def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
+                     limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
+    """The tip's Jacobian ``(3, M)`` and second derivatives ``(3, M, M)`` in the swings (``M = 2N``), by
+    central differences, every probe in one batched walk."""
+    n = len(lengths)
+    m = 2 * n
+    i, j = np.triu_indices(m, 1)
+    pairs = len(i)
+    offsets = np.zeros((4 * m + 4 * pairs, m))
+    idx = np.arange(m)
+    offsets[idx, idx] = H
+    offsets[m + idx, idx] = -H
+    offsets[2 * m + idx, idx] = 2.0 * H
+    offsets[3 * m + idx, idx] = -2.0 * H
+    base = 4 * m
+    for k, (si, sj) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
+        rows = base + k * pairs + np.arange(pairs)
+        offsets[rows, i] = si * H
+        offsets[rows, j] = sj * H
+    probes = q.ravel()[None] + offsets
+    tips = joints_of(probes.reshape(-1, n, 2), root, lengths, limits)[:, -1]
+    centre = joints_of(q[None], root, lengths, limits)[0, -1]
+    jac = ((tips[:m] - tips[m:2 * m]) / (2.0 * H)).T
+    second = np.empty((3, m, m))
+    second[:, idx, idx] = ((tips[2 * m:3 * m] - 2.0 * centre + tips[3 * m:4 * m]) / (4.0 * H * H)).T
+    pp, pm, mp, mm = (tips[base + k * pairs:base + (k + 1) * pairs] for k in range(4))
+    mixed = ((pp - pm - mp + mm) / (4.0 * H * H)).T
+    second[:, i, j] = mixed
+    second[:, j, i] = mixed
+    return jac, second
+
+
+def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
+               tolerance: float) -> SwingFit:
+    """The pose near ``reference (N+1, 3)`` whose tip is nearest ``target``, every cone kept (see the module).
+
+    The reference's root is the chain's root; ``limits``: cones or none only (:func:`cones_only`);
+    ``tolerance``: the distance that counts as reached.
+    """
+    root = reference[0]
+    length = float(lengths.sum())
+    q_ref = swings_of(reference, limits)
+    # The wide fit approached from a strong pull (near the projected reference the fit has one minimum)
+    # down to its own, each stage from the last: a path continuous in the inputs, where one damped Newton
+    # descent from the projected reference could end in either of two minima for inputs 1e-7 apart.
+    wide, steps, settled = _project(q_ref, limits), 0, True
+    for mu in WIDE_STAGES:
+        wide, more, settled_stage = _minimise(wide, q_ref, mu, root, target, lengths, limits)
+        steps, settled = steps + more, settled and settled_stage
+    mu_near = max(NEAR_PER_TOLERANCE * tolerance / length, MU_FLOOR)
+    near, more, settled_near = _minimise(wide, wide, mu_near, root, target, lengths, limits)
+    steps, settled = steps + more, settled and settled_near
+    joints = joints_of(near, root, lengths, limits)
+    error = float(np.linalg.norm(joints[-1] - target))
+    if error > POLISH_BEYOND * tolerance:
+        # Far short: the fits may have settled in a local minimum short of a target the cones allow.
+        # Move the pose, as little as can be, until the tip is within the tolerance (not onto the target:
+        # by the edge of what the cones allow the exact pose turns fast). Not closer to that edge, where
+        # the near fit's own shortfall (its pull, about the tolerance) rounds the edge off smoothly.
+        polished, more, settled_polish = _minimise(near, near, MU_FLOOR, root, target, lengths, limits,
+                                                   POLISH_SLACK * tolerance / length)
+        polished_joints = joints_of(polished, root, lengths, limits)
+        polished_error = float(np.linalg.norm(polished_joints[-1] - target))
+        steps += more
+        if polished_error <= tolerance:
+            return SwingFit(polished_joints, polished_error, steps, settled and settled_polish)
+    if error > tolerance:
+        # Beyond what the cones allow: the nearest pose can flip between mirror poses equally near the
+        # target; a pull toward the reference that grows with the shortfall (a continuous function of
+        # the target) keeps one of them.
+        mu = mu_near + MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER
+        beyond, more, settled_beyond = _minimise(wide, wide, mu, root, target, lengths, limits)
+        joints = joints_of(beyond, root, lengths, limits)
+        error = float(np.linalg.norm(joints[-1] - target))
+        steps, settled = steps + more, settled and settled_beyond
+    return SwingFit(joints, error, steps, settled)
+
+
+def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, target: np.ndarray,
+              lengths: np.ndarray, limits: ResolvedLimits, slack: float = 0.0) -> tuple[np.ndarray, int, bool]:
+    """Swings inside the cones that minimise ``max(|tip - target| / length - slack, 0)**2 + mu * |q - q_ref|**2``,
+    from the allowed swings ``q``, by damped Newton steps to a fixed point: (swings, steps, settled)."""
+    n = len(lengths)
+    scale = 1.0 / float(lengths.sum())
+
+    def cost(joints: np.ndarray, swings: np.ndarray) -> float:
+        e = (joints[-1] - target) * scale
+        dq = swings - q_ref
+        return max(math.sqrt(float(e @ e)) - slack, 0.0) ** 2 + mu * float(np.einsum("ij,ij->", dq, dq))
+
+    joints = joints_of(q, root, lengths, limits)
+    current = cost(joints, q)
+    damping = 1e-6
+    eye = np.eye(2 * n)
+    steps, settled = 0, False
+    for steps in range(1, MAX_STEPS + 1):  # noqa: B007 (the count is returned)
+        jac, second = _tip_derivatives(q, root, lengths, limits)
+        residual = (joints[-1] - target) * scale
+        jac = jac * scale
+        # Newton's Hessian, the tip's curvature included: where the target is beyond the cones the residual
+        # stays large and Gauss-Newton alone crawled (each step 0.6 of the last).
+        curvature = np.einsum("k,kij->ij", residual, second) * scale
+        hessian = jac.T @ jac + curvature
+        gradient = jac.T @ residual
+        if slack > 0.0:
+            distance = math.sqrt(float(residual @ residual))
+            if distance <= slack:
+                hessian, gradient = 0.0 * hessian, 0.0 * gradient
+            else:
+                # Of (|e| - slack)**2: the part along e as for |e|**2, the rest scaled by 1 - slack / |e|.
+                along = jac.T @ (residual / distance)
+                keep = 1.0 - slack / distance
+                hessian = keep * hessian + (1.0 - keep) * np.outer(along, along)
+                gradient = keep * gradient
+        gradient = 2.0 * (gradient + mu * (q - q_ref).ravel())
+        hessian = 2.0 * (hessian + mu * eye)
+        normals = _rim_terms(q, gradient, hessian, limits)
+        moved = -1.0
+        while damping < 1e12:
+            step = _constrained_step(hessian + damping * eye, gradient, normals)
+            if float(np.abs(step).max()) <= STEP_TOL:
+                break
+            trial = _project(q + step.reshape(n, 2), limits)
+            trial_joints = joints_of(trial, root, lengths, limits)
+            trial_cost = cost(trial_joints, trial)
+            if trial_cost < current:
+                moved = float(np.abs(trial - q).max())
+                q, joints, current = trial, trial_joints, trial_cost
+                damping = max(damping * 0.1, 1e-15)
+                break
+            damping = max(damping * 10.0, 1e-9)
+        if moved <= STEP_TOL:
+            settled = moved >= 0.0 or damping < 1e12
+            break
+    return q, steps, settled
+
+
+def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np.ndarray | None]) -> np.ndarray:
+    """The damped Gauss-Newton step with each swing on its rim kept from moving outward (it slides
+    along the rim's tangent instead); bones that would step inward stay free."""
+    step = np.linalg.solve(matrix, -gradient)
+    blocked: set[int] = set()
+    for _ in range(len(normals)):
+        grew = False
+        for i, normal in enumerate(normals):
+            if normal is not None and i not in blocked and float(step[2 * i:2 * i + 2] @ normal) > 0.0:
+                blocked.add(i)
+                grew = True
+        if not grew:
+            break
+        # Remove the normal direction of every blocked bone: solve in the remaining basis.
+        columns = []
+        for i in range(len(normals)):
+            normal = normals[i]
+            if i in blocked and normal is not None:
+                col = np.zeros(len(gradient))
+                col[2 * i], col[2 * i + 1] = -normal[1], normal[0]
+                columns.append(col)
+            else:
+                for k in range(2):
+                    col = np.zeros(len(gradient))
+                    col[2 * i + k] = 1.0
+                    columns.append(col)
+        basis = np.array(columns).T
+        reduced = np.linalg.solve(basis.T @ matrix @ basis, -(basis.T @ gradient))
+        step = basis @ reduced
+    return step
