@@ -45,6 +45,9 @@ STRAIGHTEN_FROM = 10.0
 # ... but at most this fraction of the chain's length before the peak: where the peak falls far short, its
 # bend is large and keeps its direction, and the curl's poses short of it stay as they were.
 STRAIGHTEN_BAND = 0.005
+# Below this fraction of the chain's length, the mismatch between the target's distance from the root and the
+# pose's tip's fades the curl (see :func:`faded`).
+FADE = 1e-5
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
@@ -79,6 +82,7 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if extended is not None:
         ox, oy, oz = extended
     else:
+        c *= faded(math.sqrt(p * p + s0.real * s0.real + s0.imag * s0.imag), math.sqrt(r2), total)
         # Build the curled pose: bone k turned by k*c about the axis.
         z = complex(math.cos(c), math.sin(c))
         zk = 1.0 + 0.0j
@@ -130,6 +134,21 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if pole is not None:
         _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
     return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+def faded(reach: float, r: float, total: float) -> float:
+    """The fraction of the curl to apply when the pose's tip is ``reach`` and the target ``r`` from the root:
+    1, or ``mismatch / FADE`` where ``mismatch = |reach - r| / total`` is below :data:`FADE`.
+
+    Where the bends nearly cancel (an S), curling barely changes the tip's distance, so the curl that makes
+    up a mismatch of float32 rounding (the pose without IK recomputed by the solve; ~1e-6 of the length)
+    bends every joint by 1e-4 of the length: a snapped chain moved off its FK pose. Faded, the curl goes
+    continuously to none at no mismatch, and leaves the tip at most ``FADE / 4`` of the length off the
+    target's distance (FABRIK's passes finish from there)."""
+    mismatch = abs(reach - r)
+    if mismatch >= FADE * total:
+        return 1.0
+    return mismatch / (FADE * total)
 
 
 class CurlShape(NamedTuple):

@@ -36,8 +36,11 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     shape = _shapes(joints, lengths, poles, tiny)
     axis, e1, e2, along, across, p = shape.axis, shape.e1, shape.e2, shape.along, shape.across, shape.p
     c = _curl_angles(across, p * p - r2, total * total, n, shape.search)
+    _terms, s_re2, s_im2, _ = shape.search
+    mismatch = np.abs(np.sqrt(p * p + s_re2 + s_im2) - np.sqrt(r2))  # .start.faded, for every chain
+    fade = np.where(mismatch >= _start.FADE * total, 1.0, mismatch / (_start.FADE * total))
 
-    z = np.exp(1j * c)
+    z = np.exp(1j * (c * fade))  # extend (below) replaces the rows it changes, from the curl unfaded
     powers = np.empty((count, n), dtype=complex)
     powers[:, 0] = 1.0
     for k in range(1, n):
@@ -45,7 +48,6 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     w = across * powers
     steps = along[:, :, None] * axis[:, None] + w.real[:, :, None] * e1[:, None] + w.imag[:, :, None] * e2[:, None]
     offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
-    _terms, s_re2, s_im2, _ = shape.search
     farther = p * p - r2 + s_re2 + s_im2 < 0.0
     if straighten and farther.any():  # targets farther than the pose's tip: .start.extend, row by row (cached by pose)
         for row in np.flatnonzero(farther).tolist():

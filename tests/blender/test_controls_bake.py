@@ -128,7 +128,9 @@ def test_the_reported_distance_is_the_measured_one():
     ob, fk = walk_with_chains(frames=40)
     result = controls_bake.bake_controls(bpy.context, ob, [0, 1, 2, 3], controls_bake.ControlsOptions(1, 40))
     distance, relative = worst(fk, record(ob, list(ob.fabrik.chains), range(1, 41)))
-    assert result.max_error == pytest.approx(distance, abs=1e-6)
+    # abs: the bake's FK joints and this test's (recorded before the chains existed) differ by up to 2.1e-6 on
+    # foot.R (float32); the largest distance lay on forearm.L (4.4e-6) until the curl faded (start.FADE: 1.3e-6).
+    assert result.max_error == pytest.approx(distance, abs=3e-6)
     assert result.max_relative == pytest.approx(relative, abs=1e-5)
     assert result.frames == 40 and result.keys == 8 * 3 * 40
     assert sorted(result.created) == sorted(f"{c.name}_{slot}" for c in ob.fabrik.chains for slot in ("target", "pole"))
@@ -224,7 +226,7 @@ def test_every_kind_of_chain_plays_its_fk_back(kind, solve_path):
     assert relative <= PLAYBACK
 
 
-@pytest.mark.parametrize("count", [7, 9])
+@pytest.mark.parametrize("count", [5, 6, 7, 9])
 @pytest.mark.parametrize("limit", ['FREE', 'CONE'])
 def test_an_s_shaped_tentacle_with_a_pole_plays_its_fk_back(count, limit, solve_path):
     """Issues 23 and 25: S-shaped poses (the joints' centroid near the root-tip line, joints bulging far either way)

@@ -788,6 +788,21 @@ def test_snap_ik_to_fk_of_nearly_straight_and_nearly_folded_s_shapes_moves_nothi
     assert worst <= IK_TO_FK
 
 
+@pytest.mark.parametrize(("count", "noise", "amount"),
+                         [(5, 0.02, 0.6), (6, 0.02, 0.6), (8, 0.05, 0.6), (9, 0.02, 0.6), (7, 0.03, 1.2)],
+                         ids=["5 x0.02", "6 x0.02", "8 x0.05", "9 x0.02", "7 x0.03 bends 1.2"])
+@pytest.mark.parametrize("limit", ['FREE', 'CONE'])
+def test_snap_ik_to_fk_of_s_shapes_whose_bends_nearly_cancel_moves_nothing(count, noise, amount, limit, solve_path):
+    """Issue 23, the curl: S's nudged by only 0.02-0.05 rad a joint, and bends of up to 1.2 rad, so curling barely
+    changes the tip's distance; the curl that made up the start's float32 rounding bent every joint by 1.2e-4 to
+    1.7e-4 of the chain (the curl now fades below .start.FADE of mismatch)."""
+    rig = s_chain_rig(count, limit)
+    pose_mode(rig.ob)
+    worst = snap_switch_s(rig, np.random.default_rng(300 + count), 16, amount=amount, noise=noise)
+    print(f"\n{count} bones S x{amount} nudged {noise}, pole, {limit}: largest joint move {worst:.2e} chain lengths")
+    assert worst <= IK_TO_FK
+
+
 @pytest.mark.parametrize("rig_off", [False, True], ids=["chain off", "rig off"])
 def test_measuring_the_roll_leaves_the_fk_pose_and_the_switches_as_they_were(rig_off):
     """The snap solves the chain once at full influence to measure its roll; the bones' channels, the chain's
