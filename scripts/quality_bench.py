@@ -750,7 +750,7 @@ EDGE_GAP = 8  # frames between crossings (well inside reach)
 FINGER = ("f_index.03.L", 3)  # the Rigify metarig's index finger (issue 23)
 
 
-def _bent(n: int, degrees: float, length: float = 2.0) -> list[tuple[float, float, float]]:
+def bent_chain(n: int, degrees: float, length: float = 2.0) -> list[tuple[float, float, float]]:
     """A planar chain up +Z, each joint bent by ``degrees`` toward +Y (a finger curled at rest)."""
     out = [(0.0, 0.0, 0.0)]
     angle = 0.0
@@ -761,7 +761,7 @@ def _bent(n: int, degrees: float, length: float = 2.0) -> list[tuple[float, floa
     return out
 
 
-EDGE_RIGS = [Rig(f"{n} bones, {rest}{', pole' if pole else ''}", _bent(n, degrees),
+EDGE_RIGS = [Rig(f"{n} bones, {rest}{', pole' if pole else ''}", bent_chain(n, degrees),
                  pole=(0.0, 2.0, 1.0) if pole else None)
              for n in (2, 3, 4, 6, 10) for rest, degrees in (("straight", 2.0), ("bent", 15.0))
              for pole in (False, True)]

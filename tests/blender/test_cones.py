@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from mathutils import Euler, Quaternion
 from rigs import add_chain, armature, empty, key_path, set_rotation
+from test_quality import world_rotations
 
 from fabrik_addon.solver.limits import ConeLimit
 
@@ -31,16 +32,6 @@ def loop(joints: np.ndarray, frames: int) -> list[tuple]:
     points = (root + 0.7 * (tip - root) + 0.4 * (np.cos(t)[:, None] * axis + np.sin(t)[:, None] * bend)
               + 0.16 * np.sin(2.0 * t)[:, None] * side)
     return [tuple(p) for p in points]
-
-
-def world_frames(ob, n: int) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    world = np.array(ev.matrix_world)
-    out = []
-    for k in range(n):
-        m = (world @ np.array(ev.pose.bones[f"b{k}"].matrix))[:3, :3]
-        out.append(m / np.linalg.norm(m, axis=0))
-    return np.array(out)
 
 
 def world_joints(ob, n: int) -> np.ndarray:
@@ -123,7 +114,7 @@ def test_the_issues_coned_leg_is_as_smooth_as_blenders_ik_and_keeps_its_cones():
     for frame in [*range(1, frames + 1), 1]:
         bpy.context.scene.frame_set(frame)
         for key, ob in (("ours", ours), ("theirs", theirs)):
-            rotations = world_frames(ob, n)
+            rotations = world_rotations(ob, n)
             if key in previous:
                 worst[key] = max(worst[key], turn_degrees(previous[key], rotations))
             previous[key] = rotations

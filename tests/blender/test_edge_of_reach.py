@@ -17,7 +17,7 @@ from rigs import ROOT, add_chain, armature, empty, key_path
 from rigkit import realrig
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from quality_bench import edge_path, turn_degrees  # noqa: E402
+from quality_bench import bent_chain, edge_path, turn_degrees  # noqa: E402
 
 FINGER = ("f_index.03.L", 3)
 SPEEDS = (0.002, 0.005, 0.01)  # of the chain's length a frame, at the fastest
@@ -115,18 +115,8 @@ def _finger(name):
     return ob, realrig.chain_bone_names(ob, *FINGER)
 
 
-def _bent(n, degrees, length=2.0):
-    joints = [(0.0, 0.0, 0.0)]
-    angle = 0.0
-    for _ in range(n):
-        x, y, z = joints[-1]
-        joints.append((0.0, y + length / n * math.sin(angle), z + length / n * math.cos(angle)))
-        angle += math.radians(degrees)
-    return joints
-
-
 def _chain_maker(n, degrees):
-    joints = _bent(n, degrees)
+    joints = bent_chain(n, degrees)
 
     def make(name):
         ob = armature(name, [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0, 0.0)
