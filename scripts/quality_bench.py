@@ -790,7 +790,7 @@ def edge_path(root: np.ndarray, axis: np.ndarray, side: np.ndarray, length: floa
     return np.array(points), crossings
 
 
-def _rotations(ob, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
+def bone_rotations(ob, names: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """World rotations ``(n, 3, 3)`` of bones ``names`` and the last one's tail."""
     ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
     world = np.array(ev.matrix_world)
@@ -844,7 +844,7 @@ def run_edge(rig: Rig | None, kind: str, speeds=EDGE_SPEEDS, angles=EDGE_ANGLES)
         turns, errors, log, previous = [0.0], [], [], None
         for f in range(1, len(path) + 1):
             scene.frame_set(f)
-            rotations, end = _rotations(ob, names)
+            rotations, end = bone_rotations(ob, names)
             errors.append(float(np.linalg.norm(end - path[f - 1])) / length)
             if kind == "fabrik":
                 log.append(frame_log(solver))

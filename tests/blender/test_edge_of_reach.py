@@ -17,21 +17,11 @@ from rigs import ROOT, add_chain, armature, empty, key_path
 from rigkit import realrig
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from quality_bench import bent_chain, edge_path, turn_degrees  # noqa: E402
+from quality_bench import bent_chain, bone_rotations, edge_path, turn_degrees  # noqa: E402
 
 FINGER = ("f_index.03.L", 3)
 SPEEDS = (0.002, 0.005, 0.01)  # of the chain's length a frame, at the fastest
 ANGLES = (0.0, 45.0)  # the path's angle to the chain's root-to-tip line
-
-
-def _rotations(ob, names):
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    world = np.array(ev.matrix_world)
-    out = []
-    for name in names:
-        m = world @ np.array(ev.pose.bones[name].matrix)
-        out.append(m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0))
-    return np.array(out), np.array(world @ np.array([*ev.pose.bones[names[-1]].tail, 1.0]))[:3]
 
 
 def _side(root, tip, inner):
@@ -72,7 +62,7 @@ def _crossings(make, speeds=SPEEDS, angles=ANGLES, pole=None):
     for frame in range(1, len(path) + 1):
         scene.frame_set(frame)
         for kind, ob in (("blender", blender), ("fabrik", fabrik)):
-            rotations, end = _rotations(ob, names)
+            rotations, end = bone_rotations(ob, names)
             if kind in previous:
                 turns[kind].append(float(turn_degrees(previous[kind], rotations).max()))
             previous[kind] = rotations
@@ -173,7 +163,7 @@ def test_the_finger_does_not_roll_as_its_target_crosses_full_reach_in_small_step
     for gap in np.arange(-3e-4, 3e-4, 1e-5):
         target.location = tuple(root + axis * length * (1.0 + gap))
         bpy.context.view_layer.update()
-        rotations, _ = _rotations(ob, names)
+        rotations, _ = bone_rotations(ob, names)
         if previous is not None:
             # a chain bent by angle a shortens by about L a^2 / 24: a step of 1e-5 L turns it by under 1 degree
             assert turn_degrees(previous, rotations).max() < 1.0, gap
@@ -191,9 +181,9 @@ def test_a_finger_straight_toward_a_target_moving_along_its_axis_does_not_turn()
     target = empty("Target", tuple(root + axis * length * 1.01))
     chain = add_chain(ob, names[-1], len(names), target)
     bpy.context.view_layer.update()
-    first, _ = _rotations(ob, names)
+    first, _ = bone_rotations(ob, names)
     for beyond in (1.011, 1.02, 1.021, 1.03, 1.2, 1.002):
         target.location = tuple(root + axis * length * beyond)
         bpy.context.view_layer.update()
         assert chain.status == 'UNREACHABLE'
-        assert turn_degrees(first, _rotations(ob, names)[0]).max() < 1e-3, beyond
+        assert turn_degrees(first, bone_rotations(ob, names)[0]).max() < 1e-3, beyond

@@ -652,6 +652,17 @@ def s_curve(count: int, amount: float, twist: float):
     return posers
 
 
+def snap_then_switch(rig: Rig) -> float:
+    """Largest joint move (chain lengths) when switching IK on after snapping IK to FK on the pose the rig
+    holds now, the chain off."""
+    fk = joints(rig.ob)
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+    rig.chains[0].enabled = True
+    ik = joints(rig.ob)
+    assert rig.chains[0].status == 'REACHED', rig.chains[0].message
+    return largest_move(fk, ik) / rig.length
+
+
 def snap_and_switch(rig: Rig, rng, poses: int) -> float:
     """Largest joint move (chain lengths) when switching IK on after snapping IK to FK, ``poses`` random FK
     poses, the chain off while posed."""
@@ -659,12 +670,7 @@ def snap_and_switch(rig: Rig, rng, poses: int) -> float:
     for _k in range(poses):
         rig.chains[0].enabled = False
         random_fk(rig, rng)
-        fk = joints(rig.ob)
-        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
-        rig.chains[0].enabled = True
-        ik = joints(rig.ob)
-        assert rig.chains[0].status == 'REACHED', rig.chains[0].message
-        worst = max(worst, largest_move(fk, ik) / rig.length)
+        worst = max(worst, snap_then_switch(rig))
     return worst
 
 
@@ -738,12 +744,7 @@ def snap_switch_s(rig: Rig, rng, poses: int, amount: float = 0.6, noise: float =
         rig.chains[0].enabled = False
         set_modes(rig.ob, k)
         pose_s(rig, rng, amount, noise, planar)
-        fk = joints(rig.ob)
-        assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
-        rig.chains[0].enabled = True
-        ik = joints(rig.ob)
-        assert rig.chains[0].status == 'REACHED', rig.chains[0].message
-        worst = max(worst, largest_move(fk, ik) / rig.length)
+        worst = max(worst, snap_then_switch(rig))
     return worst
 
 
