@@ -48,6 +48,8 @@ class RigCache:
     # The layout's ``driven`` that :func:`.rig.solve.release_dropped` last recorded for this armature: the
     # usual frame compares it without reading the object's session uid (~1k instructions a frame).
     released_for: frozenset | None = None
+    # ``(layout, bones)``: the bones whose new pose matrices chains hanging below read (.rig.inputs.ArmatureFrame.kept)
+    kept: tuple = ()
 
 
 _caches: dict[int, RigCache] = {}
