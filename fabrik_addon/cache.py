@@ -45,6 +45,11 @@ class RigCache:
     # The few-chain path's last write of each bone's quaternion channels (row -> wxyz tuple): the channels
     # are read back to skip an unchanged write only where the solve repeats it (.rig.small._write).
     written: dict = field(default_factory=dict)
+    # The layout's ``driven`` that :func:`.rig.solve.release_dropped` last recorded for this armature: the
+    # usual frame compares it without reading the object's session uid (~1k instructions a frame).
+    released_for: frozenset | None = None
+    # ``(layout, bones)``: the bones whose new pose matrices chains hanging below read (.rig.inputs.ArmatureFrame.kept)
+    kept: tuple = ()
 
 
 _caches: dict[int, RigCache] = {}

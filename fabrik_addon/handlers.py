@@ -152,15 +152,17 @@ def refresh_feeds(found) -> None:
     _state.feeds_key = key
 
 
-def solve_scene(scene, depsgraph, only: set[str] | None = None) -> None:
-    """Solve the rigs of ``scene`` (or only those named) and remember what each one reads."""
+def solve_scene(scene, depsgraph, only: set[str] | None = None, fresh: bool = False) -> None:
+    """Solve the rigs of ``scene`` (or only those named) and remember what each one reads. ``fresh``: the
+    caller has just forgotten the keyed channels (a frame change)."""
     if _state.busy:
         return
     _state.busy = True
     try:
         frame = scene.frame_current_final
         if frame != _state.frame:  # (a frame set without frame_set)
-            base_pose.forget_keyed()
+            if not fresh:
+                base_pose.forget_keyed()
             _state.frame = frame
         found = rigs(scene, depsgraph)
         refresh_feeds(found)
@@ -182,7 +184,7 @@ def on_frame_change(scene, depsgraph) -> None:
         # Bones edited since the last evaluation (a script, then frame_set): the depsgraph update that
         # drops the caches comes after this handler, and the solve no longer counts bones (cache.get).
         request_solve()
-    solve_scene(scene, depsgraph)
+    solve_scene(scene, depsgraph, fresh=True)
 
 
 @persistent

@@ -127,6 +127,9 @@ def main() -> None:
     parser.add_argument("--only", help="blender: only the cases whose name contains one of these, comma-separated "
                         "(e.g. 'metarig,arm +')")
     parser.add_argument("--rounds", type=int, default=3, help="blender: rounds per case (fastest kept)")
+    parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                        help="blender: time frames by the wall clock or by the process's CPU time (steadier on a "
+                        "loaded machine)")
     args = parser.parse_args()
     out = {}
     if args.what in ("solver", "all"):
@@ -144,7 +147,7 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
         import blender_bench
 
-        out["blender"] = blender_bench.run(args.rounds, args.only)
+        out["blender"] = blender_bench.run(args.rounds, args.only, args.clock)
         if not args.json:
             blender_bench.print_table(out["blender"])
     if args.what in ("quality", "all"):

@@ -1,10 +1,10 @@
 """Per-frame cost in Blender: no IK (baseline), Blender's IK constraint, and FABRIK IK, side by side.
 
 Each case is built four times in one process with the same animated targets: no IK, Blender's IK,
-FABRIK IK, and a write floor (a frame handler that writes the chains' bones back unchanged, the way the
-add-on writes them, and so tags the armature as it does, solving nothing). Micro cases are chains on
-their own; real-rig cases are Rigify's human metarig (:mod:`rigkit.realrig`) and one 2-bone arm on
-armatures that also hold 0, 150 or 1000 other bones. A frame costs
+FABRIK IK, and a write floor (a frame handler that writes the chains' bones the values FABRIK IK wrote
+at that frame, the way the add-on writes them, and so tags the armature as it does, solving nothing).
+Micro cases are chains on their own; real-rig cases are Rigify's human metarig (:mod:`rigkit.realrig`)
+and one 2-bone arm on armatures that also hold 0, 150 or 1000 other bones. A frame costs
 ``scene.frame_set(f)`` plus ``evaluated_depsgraph_get()`` (what a viewport redraw pays, including
 re-evaluating whatever the handlers wrote); the IK overhead is the median frame time minus the
 baseline's. Reach error is the tip-to-target distance after evaluation.
@@ -29,6 +29,16 @@ from rigkit import realrig
 from rigkit.blender import add_chain, armature, empty, key_path, straightish_bones
 
 FRAMES = list(range(1, 61))
+# What a frame's time is read from: "wall" (time.perf_counter) or "cpu" (time.process_time: every thread of
+# the process, not the time it waits while the shared machine runs others; at load 9 on 2 cores the write
+# floor at 1000 bones read 1.3-7.3 ms a frame in wall time against 1.23-1.29 ms in CPU time: docs/speed.md).
+CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
+clock = CLOCKS["wall"]
+
+
+def use_clock(name: str) -> None:
+    global clock
+    clock = CLOCKS[name]
 # (name, armatures, chains per armature, bones per chain, pole)
 CASES = [
     ("1 x 2 bones, pole", 1, 1, 2, True),
@@ -160,10 +170,10 @@ def measure(tips: list[tuple]) -> tuple[float, float, float]:
         bpy.context.evaluated_depsgraph_get()
     times, errors = [], []
     for f in FRAMES:
-        started = time.perf_counter()
+        started = clock()
         scene.frame_set(f)
         depsgraph = bpy.context.evaluated_depsgraph_get()
-        times.append(time.perf_counter() - started)
+        times.append(clock() - started)
         for ob, tip, target, _ in tips:
             ev = ob.evaluated_get(depsgraph)
             tail = np.array(ev.matrix_world @ ev.pose.bones[tip].tail)
@@ -182,10 +192,10 @@ class HandlerClock:
         self.spans: list[float] = []
 
     def start(self, _scene, _depsgraph=None) -> None:
-        self.started = time.perf_counter()
+        self.started = clock()
 
     def stop(self, _scene, _depsgraph=None) -> None:
-        self.spans.append(time.perf_counter() - self.started)
+        self.spans.append(clock() - self.started)
 
     def __enter__(self) -> HandlerClock:
         bpy.app.handlers.frame_change_post.insert(0, self.start)
@@ -200,35 +210,86 @@ class HandlerClock:
         return float(np.median(self.spans[-len(FRAMES):])) * 1e3
 
 
+def _channel(pose_bone) -> str:
+    """The rotation channel the add-on writes on ``pose_bone`` (its rotation mode's)."""
+    mode = pose_bone.rotation_mode
+    return "rotation_quaternion" if mode == 'QUATERNION' else "rotation_axis_angle" if mode == 'AXIS_ANGLE' \
+        else "rotation_euler"
+
+
+def _writes(tips: list[tuple]) -> tuple[list, list]:
+    """How the add-on writes the chains' bones (:func:`.rig.small._write_at_once`): ``(bulk, single)``,
+    armatures whose every bone's quaternion goes in one ``foreach_set``, and ``(armature, bone, channel)``
+    written bone by bone."""
+    chained: dict[Any, set[str]] = {}
+    for ob, tip, _, length in tips:
+        chained.setdefault(ob, set()).update(realrig.chain_bone_names(ob, tip, length))
+    bulk, single = [], []
+    for ob, names in chained.items():
+        count = len(ob.pose.bones)
+        if len(names) * small.BULK_BONES_PER_WRITE > count + small.BULK_FIXED_WRITES * small.BULK_BONES_PER_WRITE:
+            bulk.append(ob)
+        else:
+            single += [(ob, name, _channel(ob.pose.bones[name])) for name in sorted(names)]
+    return bulk, single
+
+
+def record_writes(tips: list[tuple]) -> dict:
+    """What FABRIK IK wrote at each frame, read after ``frame_set``: frame -> ``(bulk, single)`` values in
+    the order of :func:`_writes` (by object and bone name: the floor's rigs are built afresh)."""
+    bulk, single = _writes(tips)
+    scene = bpy.context.scene
+    out = {}
+    for f in FRAMES:
+        scene.frame_set(f)
+        flats = []
+        for ob in bulk:
+            flat = np.empty(4 * len(ob.pose.bones), dtype=np.float32)
+            ob.pose.bones.foreach_get("rotation_quaternion", flat)
+            flats.append(flat)
+        out[f] = (flats, [tuple(getattr(ob.pose.bones[name], channel)) for ob, name, channel in single])
+    return out
+
+
 class WriteFloor:
     """The least any add-on that writes the pose from a frame handler pays: each frame, write the chains'
-    bones back unchanged and so tag the armature, solving nothing. As the add-on writes them
-    (:func:`.rig.small._write_at_once`): bone by bone where the chains hold few of the armature's bones,
-    else every bone's rotation in one ``foreach_set`` and a tag. Blender then copies and re-evaluates
-    the armature, which its own IK (evaluated in place) does not need to do."""
+    bones and so tag the armature, solving nothing. As the add-on writes them (:func:`_writes`), and the
+    same values: ``recorded`` (:func:`record_writes`) holds what FABRIK IK wrote at each frame (without
+    it, the bones are written back unchanged). Blender then copies and re-evaluates the armature, which
+    its own IK (evaluated in place) does not need to do; a changed rotation costs Blender more to
+    re-evaluate than an unchanged one (docs/speed.md), so the floor writes what a solve writes."""
 
-    def __init__(self, tips: list[tuple]) -> None:
-        chained: dict[Any, set[str]] = {}
-        for ob, tip, _, length in tips:
-            chain = realrig.chain_bone_names(ob, tip, length)
-            chained.setdefault(ob, set()).update(chain)
-        self.bulk, self.single = [], []
-        for ob, names in chained.items():
-            count = len(ob.pose.bones)
-            if len(names) * small.BULK_BONES_PER_WRITE > count + small.BULK_FIXED_WRITES * small.BULK_BONES_PER_WRITE:
-                flat = np.empty(4 * count, dtype=np.float32)
-                ob.pose.bones.foreach_get("rotation_quaternion", flat)
-                self.bulk.append((ob, flat))
-            else:
-                self.single += [(ob.pose.bones[name], tuple(ob.pose.bones[name].rotation_quaternion))
-                                for name in sorted(names)]
+    def __init__(self, tips: list[tuple], recorded: dict | None = None) -> None:
+        bulk, single = _writes(tips)
+        self.bulk = [ob.pose.bones for ob in bulk]
+        self.obs = bulk
+        self.single = [(ob.pose.bones[name], channel) for ob, name, channel in single]
+        if recorded is None:  # the bones' values now, at every frame
+            flats = [np.empty(4 * len(bones), dtype=np.float32) for bones in self.bulk]
+            for bones, flat in zip(self.bulk, flats):
+                bones.foreach_get("rotation_quaternion", flat)
+            now = (flats, [tuple(getattr(pb, channel)) for pb, channel in self.single])
+            recorded = {f: now for f in FRAMES}
+        self.recorded = recorded
+
+    def __call__(self, scene, _depsgraph=None) -> None:
+        flats, values = self.recorded[scene.frame_current]
+        for bones, ob, flat in zip(self.bulk, self.obs, flats):
+            bones.foreach_set("rotation_quaternion", flat)
+            ob.update_tag(refresh={'DATA'})  # the tag a rotation written through RNA gives, as the add-on's
+        for (pose_bone, channel), value in zip(self.single, values):
+            setattr(pose_bone, channel, value)  # tags the armature, as the add-on's writes do
+
+
+class CacheSweep:
+    """A frame handler, put before the others, that touches ``megabytes`` of memory each frame: what
+    Blender's re-evaluation of a big armature does to the CPU caches before the add-on's handler runs."""
+
+    def __init__(self, megabytes: int) -> None:
+        self.buffer = np.zeros(megabytes * (1 << 20) // 8)
 
     def __call__(self, _scene, _depsgraph=None) -> None:
-        for ob, flat in self.bulk:
-            ob.pose.bones.foreach_set("rotation_quaternion", flat)
-            ob.update_tag(refresh={'DATA'})  # the tag a rotation written through RNA gives, as the add-on's
-        for pose_bone, q in self.single:
-            pose_bone.rotation_quaternion = q  # tags the armature, as the add-on's writes do
+        self.buffer += 1.0
 
 
 
@@ -240,59 +301,122 @@ def idle_cost() -> float:
     depsgraph = bpy.context.evaluated_depsgraph_get()
     handlers.on_depsgraph_update(scene, depsgraph)
     count = 2000
-    started = time.perf_counter()
+    started = clock()
     for _ in range(count):
         handlers.on_depsgraph_update(scene, depsgraph)
-    return (time.perf_counter() - started) / count * 1e6
+    return (clock() - started) / count * 1e6
 
 
-KINDS = ("none", "blender", "fabrik", "floor")
+# Passes over FRAMES in which FABRIK IK and its write floor take the frames in turn, in the same scene: the
+# real-rig cases' "above the floor" (docs/speed.md: on a loaded machine separate builds, even blocks of 60
+# frames, drift by more than the difference at 1000 bones).
+PASSES = 4
+
+
+def alternate(tips: list[tuple], recorded: dict, passes: int = PASSES) -> tuple[float, float]:
+    """Median ms a frame of FABRIK IK and of its write floor (:class:`WriteFloor` of ``recorded``) on the
+    same rigs, frame by frame in turn (the other half of the frames in the next pass): FABRIK IK's frame
+    and depsgraph handlers are taken out of the handler lists for the floor's frames."""
+    from fabrik_addon import handlers
+
+    ours = [(getattr(bpy.app.handlers, event), function) for event, function in handlers.HANDLERS
+            if event in ("frame_change_post", "depsgraph_update_post")]
+    floor = WriteFloor(tips, recorded)
+    scene = bpy.context.scene
+    times: tuple[list[float], list[float]] = ([], [])  # FABRIK IK's, the floor's
+
+    def use(kind: int) -> None:
+        for handler_list, function in ours:
+            if kind == 0 and function not in handler_list:
+                handler_list.append(function)
+            elif kind == 1 and function in handler_list:
+                handler_list.remove(function)
+        if kind == 1 and floor not in bpy.app.handlers.frame_change_post:
+            bpy.app.handlers.frame_change_post.append(floor)
+        elif kind == 0 and floor in bpy.app.handlers.frame_change_post:
+            bpy.app.handlers.frame_change_post.remove(floor)
+
+    try:
+        for k in range(passes):
+            for f in FRAMES:
+                kind = (f + k) % 2
+                use(kind)
+                started = clock()
+                scene.frame_set(f)
+                bpy.context.evaluated_depsgraph_get()
+                times[kind].append(clock() - started)
+    finally:
+        use(0)
+    return float(np.median(times[0])) * 1e3, float(np.median(times[1])) * 1e3
+
+
+KINDS = ("none", "blender", "fabrik", "floor")  # (the floor after FABRIK IK: it writes what FABRIK IK wrote)
+# The case whose FABRIK IK handler is also timed after a sweep of SWEEP_MB megabytes of memory each frame:
+# the handler at 0 other bones, the CPU caches left as at 1000 (docs/speed.md).
+SWEPT, SWEEP_MB = "arm + 0 bones", 16
 # Each kind is measured this many times, in turn with the others, and its fastest median kept: the
 # test machine is a shared VM whose speed drifts by tens of percent over a minute, which a single
 # pass would fold into the ratios.
 ROUNDS = 3
 
 
-def measure_kind(case: Case, kind: str) -> dict:
-    """Build one variant of a case in an empty file and measure it."""
+def measure_kind(case: Case, kind: str, recorded: dict | None = None, sweep: int = 0) -> dict:
+    """Build one variant of a case in an empty file and measure it. ``recorded``: FABRIK IK's writes
+    (:func:`record_writes`, the floor writes the same); FABRIK IK's kind fills it in. ``sweep``: megabytes
+    of memory touched each frame before the handlers (:class:`CacheSweep`)."""
     bpy.ops.wm.read_factory_settings(use_empty=True)
     if kind == "fabrik":
         fabrik_addon.register()
     try:
         tips = case.build(kind)
-        floor = None
+        added = []
         if kind == "floor":
-            floor = WriteFloor(tips)
-            bpy.app.handlers.frame_change_post.append(floor)
+            added.append(WriteFloor(tips, recorded or None))
         try:
             with HandlerClock() as clock:
+                for handler in added:
+                    bpy.app.handlers.frame_change_post.append(handler)
+                if sweep:  # before the clock starts
+                    added.append(CacheSweep(sweep))
+                    bpy.app.handlers.frame_change_post.insert(0, added[-1])
                 seconds, mean_error, max_error = measure(tips)
         finally:
-            if floor is not None:
-                bpy.app.handlers.frame_change_post.remove(floor)
+            for handler in added:
+                bpy.app.handlers.frame_change_post.remove(handler)
         result = {"ms": seconds * 1e3, "mean_error": mean_error, "max_error": max_error,
                   "handler_ms": clock.median_ms()}
         if kind == "fabrik" and case.name.startswith("crowd"):
             result["idle_us"] = idle_cost()
+        if kind == "fabrik" and recorded is not None and not sweep:
+            recorded.update(record_writes(tips))
+            if case.real:
+                result["alternated_ms"] = alternate(tips, recorded)
         return result
     finally:
         if kind == "fabrik":
             fabrik_addon.unregister()
 
 
-def run(rounds: int = ROUNDS, only: str | None = None) -> dict:
+def run(rounds: int = ROUNDS, only: str | None = None, clock_name: str = "wall") -> dict:
     """Every case (or those whose name contains one of the comma-separated ``only``), each kind measured
     ``rounds`` times in turn."""
+    use_clock(clock_name)
     rows = []
     for case in cases():
         if only is not None and not any(part.strip() in case.name for part in only.split(",")):
             continue
         row: dict[str, Any] = {"case": case.name, "chains": case.chains, "bones": case.bones, "real": case.real}
         for _ in range(rounds):
+            recorded: dict = {}  # FABRIK IK's writes this round, which the floor writes again
             for kind in KINDS:
-                result = measure_kind(case, kind)
+                result = measure_kind(case, kind, recorded)
                 if kind not in row or result["ms"] < row[kind]["ms"]:
                     row[kind] = result
+                if "alternated_ms" in result:
+                    row.setdefault("alternated", []).append(result.pop("alternated_ms"))
+            if case.name == SWEPT:
+                swept = measure_kind(case, "fabrik", sweep=SWEEP_MB)["handler_ms"]
+                row["swept_handler_ms"] = min(row.get("swept_handler_ms", swept), swept)
         if "idle_us" in row["fabrik"]:
             row["idle_us"] = row["fabrik"].pop("idle_us")
         baseline = row["none"]["ms"]
@@ -302,16 +426,19 @@ def run(rounds: int = ROUNDS, only: str | None = None) -> dict:
         row["floor_ratio"] = row["floor"]["overhead_ms"] / max(row["blender"]["overhead_ms"], 1e-9)
         # The add-on's own work: what it costs beyond writing the same bones, per chain.
         row["above_floor_ms_per_chain"] = (row["fabrik"]["ms"] - row["floor"]["ms"]) / case.chains
+        if "alternated" in row:  # the same, from FABRIK IK's and the floor's frames taken in turn (median)
+            row["above_floor_ms_per_chain"] = float(np.median([a - b for a, b in row.pop("alternated")])) / case.chains
         # The add-on's handler alone (its solve and writes, not Blender's re-evaluation), per chain.
         row["handler_ms_per_chain"] = row["fabrik"]["handler_ms"] / case.chains
         rows.append(row)
     return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": len(FRAMES),
-            "rounds": rounds, "cases": rows}
+            "rounds": rounds, "clock": clock_name, "cases": rows}
 
 
 def print_table(data: dict) -> None:
+    clock_name = {"wall": "wall clock", "cpu": "process CPU time"}[data.get("clock", "wall")]
     print(f"per-frame IK overhead over no IK ({data['machine']}, {data['frames']} frames, median; "
-          f"fastest of {data['rounds']} rounds)")
+          f"fastest of {data['rounds']} rounds; {clock_name})")
     print(f"{'case':20s} {'Blender IK ms':>14s} {'FABRIK IK ms':>13s} {'ratio':>7s} {'write floor ms':>15s} "
           f"{'floor ratio':>12s} {'above floor/chain':>18s} {'handler/chain':>14s} {'Blender max err':>16s} "
           f"{'FABRIK max err':>15s}")
@@ -320,16 +447,24 @@ def print_table(data: dict) -> None:
               f"{row['ratio']:7.2f} {row['floor']['overhead_ms']:15.3f} {row['floor_ratio']:12.2f} "
               f"{row['above_floor_ms_per_chain']:18.4f} {row['handler_ms_per_chain']:14.4f} "
               f"{row['blender']['max_error']:16.2e} {row['fabrik']['max_error']:15.2e}")
-    print("write floor: the same rigs, a frame handler that only writes the chains' bones back unchanged, as the "
-          "add-on writes them, tagging the armature (no solve); a ratio below the floor ratio is out of reach for a "
-          "Python add-on. above floor/chain: (FABRIK IK - write floor) / chains, ms; handler/chain: FABRIK IK's frame "
-          "handler alone (median), per chain, ms")
+    print("write floor: the same rigs, a frame handler that only writes the chains' bones, the values FABRIK IK "
+          "wrote at that frame, as the add-on writes them, tagging the armature (no solve); a ratio below the floor "
+          "ratio is out of reach for a Python add-on. above floor/chain: (FABRIK IK - write floor) / chains, ms (real "
+          "rigs: FABRIK IK and the floor take the frames in turn in one scene, median of rounds); "
+          "handler/chain: FABRIK IK's frame handler alone (median), per chain, ms")
     arms = {row["case"]: row for row in data["cases"] if row["case"].startswith("arm + ")}
     small_arm, big_arm = arms.get("arm + 0 bones"), arms.get("arm + 1000 bones")
     if small_arm and big_arm:
         print(f"one arm, 1000 other bones against none: write floor x{_growth(big_arm, small_arm, 'floor'):.1f}, "
               f"FABRIK IK above the floor x{_above(big_arm) / _above(small_arm):.2f}, FABRIK IK's handler "
               f"x{big_arm['handler_ms_per_chain'] / small_arm['handler_ms_per_chain']:.2f}")
+    if small_arm and "swept_handler_ms" in small_arm:
+        line = (f"FABRIK IK's handler, one arm on 0 other bones: {small_arm['handler_ms_per_chain']:.3f} ms; after "
+                f"touching {SWEEP_MB} MB of memory each frame first (the caches as Blender's re-evaluation of a big "
+                f"armature leaves them): {small_arm['swept_handler_ms']:.3f} ms")
+        if big_arm:
+            line += f"; on 1000 other bones: {big_arm['handler_ms_per_chain']:.3f} ms"
+        print(line)
     idle = [row["idle_us"] for row in data["cases"] if "idle_us" in row]
     if idle:
         print(f"idle depsgraph handler cost (nothing changed, 100 chains): {idle[0]:.1f} us per update")

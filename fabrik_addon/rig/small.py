@@ -347,7 +347,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
     originals, evaluated = arm.bones, arm.ev_bones
-    keep_matrices = arm.keep_matrices
+    kept = arm.kept if arm.keep_matrices else ()
     static = cache.static_base
     last = cache.written
     final = pose.parent
@@ -368,7 +368,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             originals[name].scale = scales[k]
         elif pose.scales is not None:  # stretch just switched off (keyed): back to the scale without IK
             restore_scale(originals[name])
-        if keep_matrices:  # chains hanging below these start from the pose just written
+        if name in kept:  # chains hanging below these start from the pose just written
             ev_pb = evaluated[name]
             scale = scales[k] if scales else ev_pb.scale if pose.scales is None else pose.scales[k]
             final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, scale)

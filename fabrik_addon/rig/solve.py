@@ -144,11 +144,13 @@ def release_dropped(arm: ArmatureFrame) -> bool:
     keys, which call no update) get their pose without IK back at once, keyed channels as animated.
     Whether any did."""
     driven = arm.layout.driven
+    if arm.cache.released_for is driven:  # the same layout as last time: nothing dropped (the usual frame)
+        return False
     uid = arm.ob.session_uid
     previous = _driven.get(uid)
-    if previous is driven:  # the same layout as last time: nothing dropped (the usual frame)
+    _driven[uid] = arm.cache.released_for = driven
+    if previous is driven:
         return False
-    _driven[uid] = driven
     if not previous:
         return False
     dropped = previous - arm.layout.listed
@@ -175,6 +177,8 @@ def release_all(ob, depsgraph) -> None:
     """An armature whose chains were all removed (by a script: no update ran): the bones they posed get
     their pose without IK back."""
     previous = _driven.pop(ob.session_uid, None)
+    if (rig_cache := cache.peek(ob)) is not None:
+        rig_cache.released_for = None
     if not previous:
         return
     bones, ev_bones = ob.pose.bones, ob.evaluated_get(depsgraph).pose.bones
