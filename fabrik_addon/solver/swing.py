@@ -140,7 +140,8 @@ def _turned(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     out = (c[:, None] * x + (x @ a)[:, None] * b - np.einsum("ki,ki->k", b, x)[:, None] * a
            + k[:, None] * w)
     for row in np.flatnonzero(opposite):
-        out[row] = turn_floats(*a.tolist(), *b[row].tolist(), *x[row].tolist())
+        (ax, ay, az), (bx, by, bz), (xx, xy, xz) = a.tolist(), b[row].tolist(), x[row].tolist()
+        out[row] = turn_floats(ax, ay, az, bx, by, bz, xx, xy, xz)
     return out
 
 
@@ -166,7 +167,8 @@ def _tip_floats(q: list, root: list, lengths: list, carried: list, starts: list)
         (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = carried[i]
         dx, dy, dz = m00 * lx + m01 * ly + m02 * lz, m10 * lx + m11 * ly + m12 * lz, m20 * lx + m21 * ly + m22 * lz
         if i > 0:
-            dx, dy, dz = turn_floats(*starts[i - 1], px, py, pz, dx, dy, dz)
+            sx, sy, sz = starts[i - 1]
+            dx, dy, dz = turn_floats(sx, sy, sz, px, py, pz, dx, dy, dz)
         norm = math.sqrt(dx * dx + dy * dy + dz * dz)
         px, py, pz = dx / norm, dy / norm, dz / norm
         x, y, z = x + length * px, y + length * py, z + length * pz
