@@ -248,6 +248,24 @@ def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
     return out
 
 
+# The last derivatives computed, by the value of every input: each stage of the fit starts where the last
+# one settled, and its final step computed them there (a fifth of the fit's walks).
+_LAST_DERIVATIVES: list[tuple[tuple[bytes, ...], tuple[np.ndarray, np.ndarray]]] = []
+
+
+def _derivatives_at(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
+                    limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_tip_derivatives`, reusing the last ones when every input is the same (callers never
+    modify the arrays)."""
+    key = tuple(np.ascontiguousarray(x, dtype=float).tobytes() for x in (
+        q, root, lengths, limits.frames, limits.start_dirs, limits.rest_offsets, limits.base_frame))
+    if _LAST_DERIVATIVES and _LAST_DERIVATIVES[0][0] == key:
+        return _LAST_DERIVATIVES[0][1]
+    derivatives = _tip_derivatives(q, root, lengths, limits)
+    _LAST_DERIVATIVES[:] = [(key, derivatives)]
+    return derivatives
+
+
 def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
                      limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
     """The tip's Jacobian ``(3, M)`` and second derivatives ``(3, M, M)`` in the swings (``M = 2N``), by
@@ -290,22 +308,22 @@ def _solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     size = len(rhs)
     rows = [row + [b] for row, b in zip(matrix.tolist(), rhs.tolist())]
     for col in range(size):
-        pivot = max(range(col, size), key=lambda r: abs(rows[r][col]))
+        column = [abs(rows[r][col]) for r in range(col, size)]
+        pivot = col + column.index(max(column))
         if rows[pivot][col] == 0.0:
             raise np.linalg.LinAlgError("Singular matrix")
         rows[col], rows[pivot] = rows[pivot], rows[col]
-        top = rows[col]
-        inverse = 1.0 / top[col]
+        top = rows[col][col + 1:]
+        inverse = 1.0 / rows[col][col]
         for r in range(col + 1, size):
             row = rows[r]
             factor = row[col] * inverse
             if factor != 0.0:
-                for c in range(col + 1, size + 1):
-                    row[c] -= factor * top[c]
+                row[col + 1:] = [x - factor * t for x, t in zip(row[col + 1:], top)]
     out = [0.0] * size
     for r in range(size - 1, -1, -1):
         row = rows[r]
-        out[r] = (row[size] - sum(row[c] * out[c] for c in range(r + 1, size))) / row[r]
+        out[r] = (row[size] - sum([x * o for x, o in zip(row[r + 1:size], out[r + 1:])])) / row[r]
     return np.array(out)
 
 
@@ -373,7 +391,7 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
     eye = np.eye(2 * n)
     steps, settled = 0, False
     for steps in range(1, MAX_STEPS + 1):  # noqa: B007 (the count is returned)
-        jac, second = _tip_derivatives(q, root, lengths, limits)
+        jac, second = _derivatives_at(q, root, lengths, limits)
         residual = (tip - target) * scale
         jac = jac * scale
         # Newton's Hessian, the tip's curvature included: where the target is beyond the cones the residual
