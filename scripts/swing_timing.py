@@ -5,10 +5,12 @@
 Each case is a chain, its cones, a pole or none and a path of targets; every target is solved with
 :func:`solve_chain` (the Blender layer's per-chain solve) and timed. Printed per case: the median and p90
 of a solve over the targets where the cones bind (the solve ran the swing fit) and over all targets, and
-the fit's steps. Times are the process's CPU time (BLAS threads included), not the wall clock: on a
-machine shared with other work the wall clock measures the others. ``--save`` keeps the poses and statuses, ``--compare`` prints the largest joint
-difference (over the chain's length) and the status changes against saved ones: a faster fit must land on
-the same fixed points.
+the median of the solve's iterations (free passes, fit steps and any limited-FABRIK passes) where the
+fit ran. Times are the process's CPU time (BLAS threads included), not the wall clock: on a machine
+shared with other work the wall clock measures the others. ``--save`` keeps the poses and statuses,
+``--compare`` prints the largest joint difference (over the chain's length), the status changes and the
+poses that moved by over 1e-9 of the length against saved ones: a faster fit must land on the same fixed
+points.
 """
 
 from __future__ import annotations
@@ -88,7 +90,7 @@ def main() -> None:
     saved: dict[str, np.ndarray] = {}
     old = dict(np.load(args.compare)) if args.compare else None
     print(f"{'case':28s} {'fit solves':>10s} {'median ms':>9s} {'p90 ms':>7s} {'all med':>7s} {'all p90':>7s} "
-          f"{'steps med':>9s}" + ("  max |dj|/L  statuses, moved" if old else ""))
+          f"{'iters med':>9s}" + ("  max |dj|/L  statuses, moved" if old else ""))
     fabrik.fit_swings = spy
     try:
         for key, (name, joints, cones, pole, targets) in enumerate(cases()):
