@@ -266,6 +266,30 @@ def _derivatives_at(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
     return derivatives
 
 
+_STENCILS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _stencil(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_tip_derivatives`' probe offsets ``(4 M + 4 pairs + 1, M)`` for ``M`` swings (the centre
+    last) and the pairs' indices, built once per size: ``+-H``, ``+-2H`` along each swing, then the four
+    sign pairs ``+-H, +-H`` along each pair."""
+    if m not in _STENCILS:
+        i, j = np.triu_indices(m, 1)
+        pairs = len(i)
+        offsets = np.zeros((4 * m + 4 * pairs + 1, m))
+        idx = np.arange(m)
+        offsets[idx, idx] = H
+        offsets[m + idx, idx] = -H
+        offsets[2 * m + idx, idx] = 2.0 * H
+        offsets[3 * m + idx, idx] = -2.0 * H
+        for k, (si, sj) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
+            rows = 4 * m + k * pairs + np.arange(pairs)
+            offsets[rows, i] = si * H
+            offsets[rows, j] = sj * H
+        _STENCILS[m] = offsets, i, j
+    return _STENCILS[m]
+
+
 def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
                      limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
     """The tip's Jacobian ``(3, M)`` and second derivatives ``(3, M, M)`` in the swings (``M = 2N``), by
@@ -275,19 +299,8 @@ def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
     the same ``O(H**2)``) moved the 7-bone benchmark chain into another local minimum on 10 targets."""
     n = len(lengths)
     m = 2 * n
-    i, j = np.triu_indices(m, 1)
-    pairs = len(i)
-    offsets = np.zeros((4 * m + 4 * pairs + 1, m))
-    idx = np.arange(m)
-    offsets[idx, idx] = H
-    offsets[m + idx, idx] = -H
-    offsets[2 * m + idx, idx] = 2.0 * H
-    offsets[3 * m + idx, idx] = -2.0 * H
-    base = 4 * m
-    for k, (si, sj) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
-        rows = base + k * pairs + np.arange(pairs)
-        offsets[rows, i] = si * H
-        offsets[rows, j] = sj * H
+    offsets, i, j = _stencil(m)
+    pairs, idx, base = len(i), np.arange(m), 4 * m
     probes = q.ravel()[None] + offsets
     tips = joints_of(probes.reshape(-1, n, 2), root, lengths, limits)[:, -1]
     centre = tips[-1]
@@ -445,20 +458,14 @@ def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np
                 grew = True
         if not grew:
             break
-        # Remove the normal direction of every blocked bone: solve in the remaining basis.
-        columns = []
-        for i in range(len(normals)):
+        # Remove the normal direction of every blocked bone: solve in the remaining basis (a blocked bone's
+        # two columns become its rim's tangent).
+        basis = np.eye(len(gradient))
+        for i in blocked:
             normal = normals[i]
-            if i in blocked and normal is not None:
-                col = np.zeros(len(gradient))
-                col[2 * i], col[2 * i + 1] = -normal[1], normal[0]
-                columns.append(col)
-            else:
-                for k in range(2):
-                    col = np.zeros(len(gradient))
-                    col[2 * i + k] = 1.0
-                    columns.append(col)
-        basis = np.array(columns).T
+            basis[2 * i, 2 * i], basis[2 * i + 1, 2 * i] = -normal[1], normal[0]  # type: ignore[index]
+        # Column-major, as the products' rounding has been measured with.
+        basis = np.asfortranarray(np.delete(basis, [2 * i + 1 for i in blocked], axis=1))
         reduced = _solve(basis.T @ matrix @ basis, -(basis.T @ gradient))
         step = basis @ reduced
     return step
