@@ -1,16 +1,16 @@
 """The swing fit's cost per solve (pure solver, no Blender) on the issue's coned leg and neighbours.
 
-    python scripts/swing_timing.py [--save FILE.npz] [--compare FILE.npz] [--rounds N]
+    python scripts/swing_timing.py [--save FILE.npz] [--compare FILE.npz] [--rounds N] [--wall] [--only TEXT]
 
 Each case is a chain, its cones, a pole or none and a path of targets; every target is solved with
 :func:`solve_chain` (the Blender layer's per-chain solve) and timed. Printed per case: the median and p90
 of a solve over the targets where the cones bind (the solve ran the swing fit) and over all targets, and
 the median of the solve's iterations (free passes, fit steps and any limited-FABRIK passes) where the
 fit ran. Times are the process's CPU time (BLAS threads included), not the wall clock: on a machine
-shared with other work the wall clock measures the others. ``--save`` keeps the poses and statuses,
-``--compare`` prints the largest joint difference (over the chain's length), the status changes and the
-poses that moved by over 1e-9 of the length against saved ones: a faster fit must land on the same fixed
-points.
+shared with other work the wall clock measures the others (``--wall`` uses it anyway). ``--save`` keeps
+the poses and statuses, ``--compare`` prints the largest joint difference (over the chain's length), the
+status changes and the poses that moved by over 1e-9 of the length against saved ones: a faster fit must
+land on the same fixed points.
 """
 
 from __future__ import annotations
@@ -77,9 +77,12 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="keep the poses and statuses in this .npz")
     parser.add_argument("--compare", type=Path, help="compare the poses and statuses with this .npz")
     parser.add_argument("--verbose", action="store_true", help="list the targets whose poses moved over 1e-9")
+    parser.add_argument("--wall", action="store_true", help="time by the wall clock instead of the CPU time")
+    parser.add_argument("--only", default="", help="only the cases whose name contains this")
     parser.add_argument("--rounds", type=int, default=1, help="time each solve this many times (the minimum)")
     args = parser.parse_args()
 
+    clock = time.perf_counter if args.wall else time.process_time
     fitted = [False]
     original = fabrik.fit_swings
 
@@ -94,15 +97,17 @@ def main() -> None:
     fabrik.fit_swings = spy
     try:
         for key, (name, joints, cones, pole, targets) in enumerate(cases()):
+            if args.only not in name:
+                continue
             length = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
             times, fit, poses, status, iterations = [], [], [], [], []
             for target in targets:
                 best = math.inf
                 for _ in range(args.rounds):
                     fitted[0] = False
-                    started = time.process_time()
+                    started = clock()
                     result = solve_chain(joints, target, pole=pole, limits=cones)
-                    best = min(best, time.process_time() - started)
+                    best = min(best, clock() - started)
                 times.append(best * 1e3)
                 fit.append(fitted[0])
                 poses.append(result.joints)
