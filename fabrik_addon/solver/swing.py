@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .limits import ConeLimit, ResolvedLimits
-from .rotations import matrices_from_two_vectors
+from .rotations import turn_floats
 
 # Weights of the pull toward the reference (swing radians squared against the tip's distance squared
 # over the chain's length squared). The wide fit's pull is strong enough that a target beyond the cones
@@ -93,27 +93,86 @@ def swings_of(joints: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     return out
 
 
+def _carried(limits: ResolvedLimits) -> np.ndarray:
+    """``(N, 3, 3)``: per bone, the matrix taking its local swing direction to its direction before its
+    parent's turn (bone 0: the base frame turned by its rest offset; bone ``i``: its parent's start frame
+    turned by its rest offset). Bone ``i``'s direction is that one turned by the minimal turn of bone
+    ``i - 1`` from its start direction (:meth:`.LimitFrames.bone_frame`)."""
+    parents = np.concatenate([limits.base_frame[None], limits.frames[:-1]])
+    return np.einsum("nij,njk->nik", parents, limits.rest_offsets)
+
+
+def _locals(q: np.ndarray) -> np.ndarray:
+    """Unit directions ``(..., 3)`` of swings ``q (..., 2)`` in their limit frames."""
+    u, v = q[..., 0], q[..., 1]
+    theta = np.hypot(u, v)
+    wide = theta > 1e-4
+    k = np.where(wide, np.sin(theta) / np.where(wide, theta, 1.0), 1.0 - theta * theta / 6.0)
+    return np.stack([u * k, np.cos(theta), v * k], axis=-1)
+
+
 def joints_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
-    """Joints ``(..., N+1, 3)`` of swings ``q (..., N, 2)``: forward kinematics, batched over the leading axes."""
+    """Joints ``(..., N+1, 3)`` of swings ``q (..., N, 2)``: forward kinematics, batched over the leading axes
+    (a few whole-array calls per bone: the local directions of every bone at once, then the turns)."""
     lead = q.shape[:-2]
-    qs = q.reshape(-1, q.shape[-2], 2)
-    count, n = qs.shape[0], qs.shape[1]
-    out = np.empty((count, n + 1, 3))
+    n = q.shape[-2]
+    local = _locals(q.reshape(-1, n, 2))
+    carried = _carried(limits)
+    out = np.empty((local.shape[0], n + 1, 3))
     out[:, 0] = root
-    parent = np.broadcast_to(limits.base_frame, (count, 3, 3))
+    d = np.empty(0)
     for i in range(n):
-        u, v = qs[:, i, 0], qs[:, i, 1]
-        theta = np.hypot(u, v)
-        k = np.where(theta > 1e-4, np.sin(theta) / np.where(theta > 1e-4, theta, 1.0), 1.0 - theta * theta / 6.0)
-        local = np.stack([u * k, np.cos(theta), v * k], axis=1)
-        frame = parent @ limits.rest_offsets[i]
-        d = np.einsum("kij,kj->ki", frame, local)
+        carried_d = local[:, i] @ carried[i].T
+        d = carried_d if i == 0 else _turned(limits.start_dirs[i - 1], d, carried_d)
         d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
         out[:, i + 1] = out[:, i] + lengths[i] * d
-        if i + 1 < n:
-            start = np.broadcast_to(limits.start_dirs[i], d.shape)
-            parent = matrices_from_two_vectors(np.ascontiguousarray(start), d) @ limits.frames[i]
     return out.reshape(*lead, n + 1, 3)
+
+
+def _turned(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Vectors ``x (K, 3)`` turned by the minimal turns from unit ``a (3,)`` onto unit ``b (K, 3)``
+    (:func:`.turn_floats` on arrays): with ``w = a x b`` and ``c = a.b``, ``x + w x x + w x (w x x) / (1 + c)``
+    is ``c x + (a.x) b - (b.x) a + (w.x) w / (1 + c)``: a dozen whole-array calls, no cross products."""
+    c = b @ a
+    w = b @ _skew(a).T
+    opposite = c < -1.0 + 1e-12
+    k = np.einsum("ki,ki->k", w, x) / np.where(opposite, 1.0, 1.0 + c)
+    out = (c[:, None] * x + (x @ a)[:, None] * b - np.einsum("ki,ki->k", b, x)[:, None] * a
+           + k[:, None] * w)
+    for row in np.flatnonzero(opposite):
+        (ax, ay, az), (bx, by, bz), (xx, xy, xz) = a.tolist(), b[row].tolist(), x[row].tolist()
+        out[row] = turn_floats(ax, ay, az, bx, by, bz, xx, xy, xz)
+    return out
+
+
+def _skew(a: np.ndarray) -> np.ndarray:
+    """``[a]x``: ``_skew(a) @ b == a x b``."""
+    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+
+
+def tip_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
+    """The tip ``(3,)`` of one pose's swings ``q (N, 2)``: :func:`joints_of`'s walk on plain floats (one
+    pose through the batched walk costs about ten times as much)."""
+    return np.array(_tip_floats(q.tolist(), root.tolist(), lengths.tolist(), _carried(limits).tolist(),
+                                limits.start_dirs.tolist()))
+
+
+def _tip_floats(q: list, root: list, lengths: list, carried: list, starts: list) -> tuple[float, float, float]:
+    x, y, z = root
+    px = py = pz = 0.0
+    for i, ((u, v), length) in enumerate(zip(q, lengths)):
+        theta = math.hypot(u, v)
+        k = math.sin(theta) / theta if theta > 1e-4 else 1.0 - theta * theta / 6.0
+        lx, ly, lz = u * k, math.cos(theta), v * k
+        (m00, m01, m02), (m10, m11, m12), (m20, m21, m22) = carried[i]
+        dx, dy, dz = m00 * lx + m01 * ly + m02 * lz, m10 * lx + m11 * ly + m12 * lz, m20 * lx + m21 * ly + m22 * lz
+        if i > 0:
+            sx, sy, sz = starts[i - 1]
+            dx, dy, dz = turn_floats(sx, sy, sz, px, py, pz, dx, dy, dz)
+        norm = math.sqrt(dx * dx + dy * dy + dz * dz)
+        px, py, pz = dx / norm, dy / norm, dz / norm
+        x, y, z = x + length * px, y + length * py, z + length * pz
+    return x, y, z
 
 
 def project_swing(limit: ConeLimit | None, u: float, v: float) -> tuple[float, float]:
@@ -189,28 +248,62 @@ def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
     return out
 
 
+# The last derivatives computed, by the value of every input: each stage of the fit starts where the last
+# one settled, and its final step computed them there (a fifth of the fit's walks).
+_LAST_DERIVATIVES: list[tuple[tuple[bytes, ...], tuple[np.ndarray, np.ndarray]]] = []
+
+
+def _derivatives_at(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
+                    limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_tip_derivatives`, reusing the last ones when every input is the same (callers never
+    modify the arrays)."""
+    key = tuple(np.ascontiguousarray(x, dtype=float).tobytes() for x in (
+        q, root, lengths, limits.frames, limits.start_dirs, limits.rest_offsets, limits.base_frame))
+    if _LAST_DERIVATIVES and _LAST_DERIVATIVES[0][0] == key:
+        return _LAST_DERIVATIVES[0][1]
+    derivatives = _tip_derivatives(q, root, lengths, limits)
+    _LAST_DERIVATIVES[:] = [(key, derivatives)]
+    return derivatives
+
+
+_STENCILS: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+
+
+def _stencil(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_tip_derivatives`' probe offsets ``(4 M + 4 pairs + 1, M)`` for ``M`` swings (the centre
+    last) and the pairs' indices, built once per size: ``+-H``, ``+-2H`` along each swing, then the four
+    sign pairs ``+-H, +-H`` along each pair."""
+    if m not in _STENCILS:
+        i, j = np.triu_indices(m, 1)
+        pairs = len(i)
+        offsets = np.zeros((4 * m + 4 * pairs + 1, m))
+        idx = np.arange(m)
+        offsets[idx, idx] = H
+        offsets[m + idx, idx] = -H
+        offsets[2 * m + idx, idx] = 2.0 * H
+        offsets[3 * m + idx, idx] = -2.0 * H
+        for k, (si, sj) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
+            rows = 4 * m + k * pairs + np.arange(pairs)
+            offsets[rows, i] = si * H
+            offsets[rows, j] = sj * H
+        _STENCILS[m] = offsets, i, j
+    return _STENCILS[m]
+
+
 def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
                      limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
     """The tip's Jacobian ``(3, M)`` and second derivatives ``(3, M, M)`` in the swings (``M = 2N``), by
-    central differences, every probe in one batched walk."""
+    central differences, every probe in one batched walk.
+
+    The stencil decides the fit's path as well as its fixed point: a cheaper one (two probes per pair,
+    the same ``O(H**2)``) moved the 7-bone benchmark chain into another local minimum on 10 targets."""
     n = len(lengths)
     m = 2 * n
-    i, j = np.triu_indices(m, 1)
-    pairs = len(i)
-    offsets = np.zeros((4 * m + 4 * pairs, m))
-    idx = np.arange(m)
-    offsets[idx, idx] = H
-    offsets[m + idx, idx] = -H
-    offsets[2 * m + idx, idx] = 2.0 * H
-    offsets[3 * m + idx, idx] = -2.0 * H
-    base = 4 * m
-    for k, (si, sj) in enumerate(((1.0, 1.0), (1.0, -1.0), (-1.0, 1.0), (-1.0, -1.0))):
-        rows = base + k * pairs + np.arange(pairs)
-        offsets[rows, i] = si * H
-        offsets[rows, j] = sj * H
+    offsets, i, j = _stencil(m)
+    pairs, idx, base = len(i), np.arange(m), 4 * m
     probes = q.ravel()[None] + offsets
     tips = joints_of(probes.reshape(-1, n, 2), root, lengths, limits)[:, -1]
-    centre = joints_of(q[None], root, lengths, limits)[0, -1]
+    centre = tips[-1]
     jac = ((tips[:m] - tips[m:2 * m]) / (2.0 * H)).T
     second = np.empty((3, m, m))
     second[:, idx, idx] = ((tips[2 * m:3 * m] - 2.0 * centre + tips[3 * m:4 * m]) / (4.0 * H * H)).T
@@ -219,6 +312,32 @@ def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
     second[:, i, j] = mixed
     second[:, j, i] = mixed
     return jac, second
+
+
+def _solve(matrix: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``matrix^-1 rhs`` for a small square ``matrix``, by Gaussian elimination with partial pivoting on
+    plain floats: LAPACK through numpy wakes BLAS threads for an 8x8 system (1.2 ms a call measured on
+    this machine, against ~50 us here)."""
+    size = len(rhs)
+    rows = [row + [b] for row, b in zip(matrix.tolist(), rhs.tolist())]
+    for col in range(size):
+        column = [abs(rows[r][col]) for r in range(col, size)]
+        pivot = col + column.index(max(column))
+        if rows[pivot][col] == 0.0:
+            raise np.linalg.LinAlgError("Singular matrix")
+        rows[col], rows[pivot] = rows[pivot], rows[col]
+        top = rows[col][col + 1:]
+        inverse = 1.0 / rows[col][col]
+        for r in range(col + 1, size):
+            row = rows[r]
+            factor = row[col] * inverse
+            if factor != 0.0:
+                row[col + 1:] = [x - factor * t for x, t in zip(row[col + 1:], top)]
+    out = [0.0] * size
+    for r in range(size - 1, -1, -1):
+        row = rows[r]
+        out[r] = (row[size] - sum([x * o for x, o in zip(row[r + 1:size], out[r + 1:])])) / row[r]
+    return np.array(out)
 
 
 def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
@@ -274,19 +393,19 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
     n = len(lengths)
     scale = 1.0 / float(lengths.sum())
 
-    def cost(joints: np.ndarray, swings: np.ndarray) -> float:
-        e = (joints[-1] - target) * scale
+    def cost(tip: np.ndarray, swings: np.ndarray) -> float:
+        e = (tip - target) * scale
         dq = swings - q_ref
         return max(math.sqrt(float(e @ e)) - slack, 0.0) ** 2 + mu * float(np.einsum("ij,ij->", dq, dq))
 
-    joints = joints_of(q, root, lengths, limits)
-    current = cost(joints, q)
+    tip = tip_of(q, root, lengths, limits)
+    current = cost(tip, q)
     damping = 1e-6
     eye = np.eye(2 * n)
     steps, settled = 0, False
     for steps in range(1, MAX_STEPS + 1):  # noqa: B007 (the count is returned)
-        jac, second = _tip_derivatives(q, root, lengths, limits)
-        residual = (joints[-1] - target) * scale
+        jac, second = _derivatives_at(q, root, lengths, limits)
+        residual = (tip - target) * scale
         jac = jac * scale
         # Newton's Hessian, the tip's curvature included: where the target is beyond the cones the residual
         # stays large and Gauss-Newton alone crawled (each step 0.6 of the last).
@@ -312,11 +431,11 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
             if float(np.abs(step).max()) <= STEP_TOL:
                 break
             trial = _project(q + step.reshape(n, 2), limits)
-            trial_joints = joints_of(trial, root, lengths, limits)
-            trial_cost = cost(trial_joints, trial)
+            trial_tip = tip_of(trial, root, lengths, limits)
+            trial_cost = cost(trial_tip, trial)
             if trial_cost < current:
                 moved = float(np.abs(trial - q).max())
-                q, joints, current = trial, trial_joints, trial_cost
+                q, tip, current = trial, trial_tip, trial_cost
                 damping = max(damping * 0.1, 1e-15)
                 break
             damping = max(damping * 10.0, 1e-9)
@@ -329,7 +448,7 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
 def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np.ndarray | None]) -> np.ndarray:
     """The damped Gauss-Newton step with each swing on its rim kept from moving outward (it slides
     along the rim's tangent instead); bones that would step inward stay free."""
-    step = np.linalg.solve(matrix, -gradient)
+    step = _solve(matrix, -gradient)
     blocked: set[int] = set()
     for _ in range(len(normals)):
         grew = False
@@ -339,20 +458,14 @@ def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np
                 grew = True
         if not grew:
             break
-        # Remove the normal direction of every blocked bone: solve in the remaining basis.
-        columns = []
-        for i in range(len(normals)):
+        # Remove the normal direction of every blocked bone: solve in the remaining basis (a blocked bone's
+        # two columns become its rim's tangent).
+        basis = np.eye(len(gradient))
+        for i in blocked:
             normal = normals[i]
-            if i in blocked and normal is not None:
-                col = np.zeros(len(gradient))
-                col[2 * i], col[2 * i + 1] = -normal[1], normal[0]
-                columns.append(col)
-            else:
-                for k in range(2):
-                    col = np.zeros(len(gradient))
-                    col[2 * i + k] = 1.0
-                    columns.append(col)
-        basis = np.array(columns).T
-        reduced = np.linalg.solve(basis.T @ matrix @ basis, -(basis.T @ gradient))
+            basis[2 * i, 2 * i], basis[2 * i + 1, 2 * i] = -normal[1], normal[0]  # type: ignore[index]
+        # Column-major, as the products' rounding has been measured with.
+        basis = np.asfortranarray(np.delete(basis, [2 * i + 1 for i in blocked], axis=1))
+        reduced = _solve(basis.T @ matrix @ basis, -(basis.T @ gradient))
         step = basis @ reduced
     return step

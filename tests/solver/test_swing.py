@@ -124,3 +124,77 @@ def test_projection_onto_a_cone_is_continuous_and_lands_inside(cone):
             local = np.array([0.0, 1.0, 0.0]) if theta == 0.0 else np.array(
                 [math.sin(theta) * pu / theta, math.cos(theta), math.sin(theta) * pv / theta])
             assert limit.excess(local) <= 1e-12
+
+
+def _posed_limits(rng: np.random.Generator, bones: int):
+    """A bent, non-planar rest chain (rest offsets and frames that are not the identity) with its limits."""
+    from rigkit.limited import random_cones, random_rest_chain
+
+    rest = random_rest_chain(rng, bones)
+    return rest, resolve_limits(random_cones(rng, bones), rest)
+
+
+@pytest.mark.parametrize("bones", [1, 4, 7])
+def test_the_swing_walk_gives_back_the_swings_it_was_given(bones):
+    """Forward kinematics of swings (joints_of) then the swings of that pose (swings_of, an independent walk
+    through LimitFrames) give back the swings, for swings up to 2.5 rad on a bent rest chain; bone lengths
+    are kept and the root stays put."""
+    from fabrik_addon.solver.swing import joints_of, swings_of
+
+    rng = np.random.default_rng(bones)
+    rest, limits = _posed_limits(rng, bones)
+    lengths = np.linalg.norm(np.diff(rest, axis=0), axis=1)
+    for scale in (1e-6, 0.3, 2.5):
+        q = rng.uniform(-1.0, 1.0, (20, bones, 2)) * scale / math.sqrt(2.0)
+        poses = joints_of(q, rest[0], lengths, limits)
+        assert poses.shape == (20, bones + 1, 3)
+        assert np.allclose(np.linalg.norm(np.diff(poses, axis=1), axis=2), lengths, rtol=0.0, atol=1e-12)
+        assert np.abs(poses[:, 0] - rest[0]).max() == 0.0
+        back = np.array([swings_of(p, limits) for p in poses])
+        assert np.abs(back - q).max() <= 1e-9
+
+
+def test_the_float_walk_matches_the_batched_walk():
+    """tip_of (one pose on plain floats) and joints_of (batched arrays): the same tip to rounding, bones
+    turned up to a half turn away from their start direction included."""
+    from fabrik_addon.solver.swing import joints_of, tip_of
+
+    rng = np.random.default_rng(7)
+    rest, limits = _posed_limits(rng, 6)
+    lengths = np.linalg.norm(np.diff(rest, axis=0), axis=1)
+    q = rng.uniform(-1.0, 1.0, (50, 6, 2)) * 2.2
+    tips = joints_of(q, rest[0], lengths, limits)[:, -1]
+    assert max(float(np.abs(tip_of(p, rest[0], lengths, limits) - t).max()) for p, t in zip(q, tips)) <= 1e-12
+
+
+def test_the_batched_turn_is_the_minimal_turn_opposite_directions_included():
+    """_turned (the walk's minimal turns on arrays) against matrix_from_two_vectors, one row a half turn."""
+    from fabrik_addon.solver.rotations import matrix_from_two_vectors
+    from fabrik_addon.solver.swing import _turned
+
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=3)
+    a /= np.linalg.norm(a)
+    b = rng.normal(size=(30, 3))
+    b[7] = -a
+    b /= np.linalg.norm(b, axis=1)[:, None]
+    x = rng.normal(size=(30, 3))
+    expected = np.array([matrix_from_two_vectors(a, bb) @ xx for bb, xx in zip(b, x)])
+    assert np.abs(_turned(a, b, x) - expected).max() <= 1e-12
+
+
+@pytest.mark.parametrize("size", [2, 8, 14])
+def test_the_small_linear_solve_matches_lapack(size):
+    """_solve (the fit's Gaussian elimination on floats) against numpy's LAPACK solve on symmetric
+    indefinite systems like the fit's damped Newton matrices; a singular matrix is an error."""
+    from fabrik_addon.solver.swing import _solve
+
+    rng = np.random.default_rng(size)
+    for _ in range(10):
+        a = rng.normal(size=(size, size))
+        a = a + a.T
+        b = rng.normal(size=size)
+        expected = np.linalg.solve(a, b)
+        assert np.abs(_solve(a, b) - expected).max() <= 1e-9 * max(1.0, np.abs(expected).max())
+    with pytest.raises(np.linalg.LinAlgError):
+        _solve(np.zeros((size, size)), np.ones(size))
