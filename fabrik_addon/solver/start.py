@@ -45,6 +45,20 @@ STRAIGHTEN_FROM = 10.0
 # ... but at most this fraction of the chain's length before the peak: where the peak falls far short, its
 # bend is large and keeps its direction, and the curl's poses short of it stay as they were.
 STRAIGHTEN_BAND = 0.005
+# ... and at least this fraction of the length before full reach, for chains that curl straight too (planar ones):
+# the straightening reshapes their bend on the way (see STRAIGHT_SHAPE).
+STRAIGHTEN_NEAR = 0.005
+# The straightening's shape: as the chain nears straight, each bone's angle to the straightening direction goes
+# from its share of the curl ``t`` to one proportional to ``t**STRAIGHT_SHAPE`` (the same root-mean-square):
+# flatter, so the end bones of a uniform curl (sqrt(3 (n-1)/(n+1)) times the rms) are less far off the
+# root-to-tip line on the last frame inside reach, which is what a bone turns as the target crosses full reach
+# (a chain beyond reach lies straight). STRAIGHT_SWITCH: how late the shape hands over, as ``x**STRAIGHT_SWITCH``.
+STRAIGHT_SHAPE = 0.25
+STRAIGHT_SWITCH = 10
+# ... for chains that curl (nearly) straight: flattening the bones of one that cannot (not in one plane) would turn
+# its bend's direction, so the exponent goes from STRAIGHT_SHAPE to 1 as the curl's peak falls short of full reach
+# by 0 to this fraction of the length (the metarig's finger: 1.5e-4, not flattened).
+FLAT_UNTIL = 1e-4
 # Below this fraction of the chain's length, the mismatch between the target's distance from the root and the
 # pose's tip's fades the curl (see :func:`faded`).
 FADE = 1e-5
@@ -443,7 +457,8 @@ class Straightening(NamedTuple):
     curl: float  # the curl where the straightening starts (STRAIGHTEN_FROM)
     reach2: float  # |tip|**2 there
     axis: tuple[float, float, float]  # a: unit direction of the peak tip
-    bones: list[tuple[float, float, float, float, float]]  # per bone: length, angle to a, unit e across a
+    bones: list[tuple[float, float, float, float, float, float]]  # per bone: length, angle to a, its flattened
+    # angle (STRAIGHT_SHAPE), unit e across a
     bend: tuple[float, float, float] | None  # unit direction the straightening bend shrinks in, if any
 
 
@@ -554,7 +569,8 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
     total = math.fsum(L)
     reach = math.sqrt(max(shape.p * shape.p + abs(_horner_sum(shape.across, peak)) ** 2, 0.0))
     # Where the straightening takes over from the curl.
-    start = total - min(STRAIGHTEN_FROM * (total - reach), total - reach + STRAIGHTEN_BAND * total)
+    start = total - max(min(STRAIGHTEN_FROM * (total - reach), total - reach + STRAIGHTEN_BAND * total),
+                        STRAIGHTEN_NEAR * total)
     offset = shape.p * shape.p - start * start
     small = 1e-9 * total * total
     if start <= 0.0 or _evaluate(shape.across, 0.0, offset)[0] >= 0.0:
@@ -565,26 +581,36 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
     tx, ty, tz = ox[n], oy[n], oz[n]
     t = math.sqrt(tx * tx + ty * ty + tz * tz)
     ax, ay, az = tx / t, ty / t, tz / t
-    bones = []
-    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
-    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
-    heads = 0.0  # the interior joints' distances along the chain, summed
+    angles = []
     for k in range(n):
         length = L[k]
         dx, dy, dz = (ox[k + 1] - ox[k]) / length, (oy[k + 1] - oy[k]) / length, (oz[k + 1] - oz[k]) / length
         cos = dx * ax + dy * ay + dz * az
         px, py, pz = dx - cos * ax, dy - cos * ay, dz - cos * az
         sin = math.sqrt(px * px + py * py + pz * pz)
-        angle = math.atan2(sin, cos)
         if sin > 1e-15:
             px, py, pz = px / sin, py / sin, pz / sin
         else:
             px = py = pz = 0.0
-        bones.append((length, angle, px, py, pz))
-        # Bone k moves each joint after it by length * angle * e (to first order in x).
-        weight = (n - 1 - k) * length * angle
+        angles.append((math.atan2(sin, cos), px, py, pz))
+    # The flattened angles: t**q with the angles' length-weighted root-mean-square (q: STRAIGHT_SHAPE, FLAT_UNTIL).
+    q = 1.0 - (1.0 - STRAIGHT_SHAPE) * max(0.0, 1.0 - (total - reach) / (FLAT_UNTIL * total))
+    square = math.fsum(L[k] * angles[k][0] ** 2 for k in range(n))
+    flat_square = math.fsum(L[k] * angles[k][0] ** (2.0 * q) for k in range(n))
+    scale = math.sqrt(square / flat_square) if flat_square > 0.0 else 0.0
+    bones = []
+    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
+    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
+    heads = 0.0  # the interior joints' distances along the chain, summed
+    for k in range(n):
+        length = L[k]
+        angle, px, py, pz = angles[k]
+        flat = scale * angle ** q
+        bones.append((length, angle, flat, px, py, pz))
+        # Bone k moves each joint after it by length * flat * e (to first order in x: the angle is x * flat).
+        weight = (n - 1 - k) * length * flat
         bx, by, bz = bx + weight * px, by + weight * py, bz + weight * pz
-        weight = length * angle
+        weight = length * flat
         qx, qy, qz = qx + weight * px, qy + weight * py, qz + weight * pz
         if k < n - 1:
             heads += (n - 1 - k) * length
@@ -608,18 +634,20 @@ def _horner_sum(across: list[complex], c: float) -> complex:
 
 def _straightened(st: Straightening, r2: float, small: float) -> tuple[list[float], list[float], list[float]]:
     """Unaimed joint offsets of the peak pose straightened until its tip is ``sqrt(r2)`` from the root
-    (``st.reach2 <= r2 <`` the chain's length squared)."""
+    (``st.reach2 <= r2 <`` the chain's length squared): each bone at the angle :func:`_straight_angle` to the
+    straightening direction, ``x`` from 1 (where the straightening starts) to 0 (straight)."""
     ax, ay, az = st.axis
     bones = st.bones
     sin, cos = math.sin, math.cos
 
     def tip(x: float) -> tuple[float, float, float, float, float, float]:
         tx = ty = tz = gx = gy = gz = 0.0
-        for length, angle, ex, ey, ez in bones:
-            c, s = cos(x * angle), sin(x * angle)
+        for length, angle, flat, ex, ey, ez in bones:
+            theta, slope = _straight_angle(angle, flat, x)
+            c, s = cos(theta), sin(theta)
             along, out = length * c, length * s
             tx, ty, tz = tx + along * ax + out * ex, ty + along * ay + out * ey, tz + along * az + out * ez
-            da, do = -length * angle * s, length * angle * c  # d/dx of along and out
+            da, do = -length * slope * s, length * slope * c  # d/dx of along and out
             gx, gy, gz = gx + da * ax + do * ex, gy + da * ay + do * ey, gz + da * az + do * ez
         return tx, ty, tz, gx, gy, gz
 
@@ -643,14 +671,22 @@ def _straightened(st: Straightening, r2: float, small: float) -> tuple[list[floa
         x = new
     ox, oy, oz = [0.0], [0.0], [0.0]
     px = py = pz = 0.0
-    for length, angle, ex, ey, ez in bones:
-        c, s = cos(x * angle), sin(x * angle)
+    for length, angle, flat, ex, ey, ez in bones:
+        theta = _straight_angle(angle, flat, x)[0]
+        c, s = cos(theta), sin(theta)
         along, out = length * c, length * s
         px, py, pz = px + along * ax + out * ex, py + along * ay + out * ey, pz + along * az + out * ez
         ox.append(px)
         oy.append(py)
         oz.append(pz)
     return ox, oy, oz
+
+
+def _straight_angle(angle: float, flat: float, x: float) -> tuple[float, float]:
+    """A bone's angle to the straightening direction at ``x`` (1: ``angle``, where the straightening starts;
+    0: straight; ``x * flat`` near 0) and its derivative in ``x``."""
+    w = x ** STRAIGHT_SWITCH
+    return x * (flat + w * (angle - flat)), flat + (STRAIGHT_SWITCH + 1) * w * (angle - flat)
 
 
 def straight_side(joints: Sequence[Sequence[float]]) -> tuple[float, float, float, float, float, float] | None:

@@ -140,12 +140,40 @@ def test_nearly_straight_chains_crossing_full_reach_straight_across_turn_no_more
     _assert_reach_and_status(errors, statuses, distance)
 
 
-@pytest.mark.xfail(strict=True, reason="a nearly straight chain (2 degrees a joint) crossing full reach at 45 "
-                   "degrees turns up to 15% more than Blender's IK: the uniform curl puts the chord's swing on the "
-                   "end bones (the root bone turns about 1.5x Blender's all along such a path)")
+# Nearly straight chains (2 degrees a joint) crossing full reach obliquely. The largest turn is into the first
+# frame beyond full reach: a chain there lies straight, so each bone turns by its angle to the root-to-tip line
+# on the last frame inside reach. The shortening fixes those angles' root-mean-square (about sqrt(2 * shortening));
+# a uniform curl puts the end bones at sqrt(3 (n-1)/(n+1)) times it (1.15-1.19x Blender's on 4 and 6 bones at 60
+# degrees); the straightening flattens them (start.STRAIGHT_SHAPE). See docs/curled_start.md.
+
+
 @pytest.mark.usefixtures("solve_path")
-def test_nearly_straight_chains_crossing_full_reach_obliquely_turn_no_more_than_blenders_ik_plus_a_tenth():
-    worst, _, _, _ = _crossings(_chain_maker(6, 2.0), (0.002,), (45.0,), pole=(0.0, 2.0, 1.0))
+@pytest.mark.parametrize("n", [4, 6, 10])
+@pytest.mark.parametrize("pole", [False, True], ids=["no pole", "pole"])
+def test_nearly_straight_chains_crossing_full_reach_obliquely_turn_no_more_than_blenders_ik_plus_a_tenth(n, pole):
+    worst, errors, statuses, distance = _crossings(_chain_maker(n, 2.0), (0.002,), (30.0, 45.0, 60.0),
+                                                   pole=(0.0, 2.0, 1.0) if pole else None)
+    _assert_as_smooth_as_blender(worst)
+    _assert_reach_and_status(errors, statuses, distance)
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("n", [4, 6, 10])
+def test_nearly_straight_chains_without_a_pole_crossing_faster_obliquely_turn_no_more_than_blenders_plus_a_tenth(n):
+    worst, errors, statuses, distance = _crossings(_chain_maker(n, 2.0), (0.005,), (30.0, 45.0, 60.0))
+    _assert_as_smooth_as_blender(worst)
+    _assert_reach_and_status(errors, statuses, distance)
+
+
+@pytest.mark.xfail(strict=True, reason="at 0.5-1% of the length a frame the last frame inside reach is short of "
+                   "the pose without IK's tip, where the curl is uniform (the straightening only starts from that "
+                   "pose): 1.13-1.17x Blender's, whose chain keeps 0.7-2.2 degrees at its first joint beyond reach")
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("n", "speed", "angle"), [(4, 0.005, 60.0), (6, 0.01, 60.0), (10, 0.01, 45.0)],
+                         ids=["4 bones, 0.5%, 60 deg", "6 bones, 1%, 60 deg", "10 bones, 1%, 45 deg"])
+def test_nearly_straight_chains_with_a_pole_crossing_faster_obliquely_turn_no_more_than_blenders_plus_a_tenth(n, speed,
+                                                                                                              angle):
+    worst, _, _, _ = _crossings(_chain_maker(n, 2.0), (speed,), (angle,), pole=(0.0, 2.0, 1.0))
     _assert_as_smooth_as_blender(worst)
 
 

@@ -149,3 +149,90 @@ def test_curled_starts_near_full_reach_are_the_single_chain_starts(with_pole):
                                       None if poles is None else poles[c].tolist())
             np.testing.assert_allclose(batch[c], np.array([xs, ys, zs]).T, atol=1e-9)
             assert np.linalg.norm(batch[c, -1] - targets[c]) <= 1e-7 * lengths[c].sum()
+
+
+def _planar_chain(n: int, degrees: float) -> np.ndarray:
+    """A planar chain of ``n`` equal bones (2 long), each joint bent by ``degrees`` (as quality_bench's bent_chain)."""
+    angles = np.radians(degrees) * np.arange(n)
+    steps = 2.0 / n * np.stack([np.zeros(n), np.sin(angles), np.cos(angles)], axis=1)
+    return np.concatenate([np.zeros((1, 3)), np.cumsum(steps, axis=0)])
+
+
+def _start(joints: np.ndarray, target: np.ndarray, pole=None) -> np.ndarray:
+    xs, ys, zs = curled_start(joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(),
+                              _lengths(joints).tolist(), target.tolist(), pole)
+    return np.array([xs, ys, zs]).T
+
+
+def _spread(points: np.ndarray) -> tuple[float, float]:
+    """The bones' angles to the root-to-tip line: the largest and their root-mean-square (equal bones)."""
+    axis = _unit(points[-1] - points[0])
+    d = np.diff(points, axis=0)
+    angles = np.arccos(np.clip(d @ axis / np.linalg.norm(d, axis=1), -1.0, 1.0))
+    return float(angles.max()), float(np.sqrt(np.mean(angles ** 2)))
+
+
+@pytest.mark.parametrize("n", [4, 6, 10])
+@pytest.mark.parametrize("degrees", [2.0, 15.0])
+def test_a_planar_chain_straightens_flattened_with_its_end_bones_near_the_rms(n, degrees):
+    """Issue 23: near full reach a planar chain straightens too (start.STRAIGHTEN_NEAR), its bones' angles to the
+    root-to-tip line flattened (start.STRAIGHT_SHAPE): the largest at most 1.25x their rms from 1e-4 of the length
+    short of full reach on (a uniform curl: sqrt(3 (n-1)/(n+1)) = 1.34-1.57x), every target reached by the
+    start, bone lengths kept."""
+    joints = _planar_chain(n, degrees)
+    length = float(_lengths(joints).sum())
+    direction = _unit(np.array([0.0, 1.0, 1.0]))
+    uniform = math.sqrt(3.0 * (n - 1) / (n + 1))
+    for gap in (1e-4, 3e-5, 1e-5, 1e-6, 1e-8):
+        target = joints[0] + (1.0 - gap) * length * direction
+        points = _start(joints, target)
+        assert np.linalg.norm(points[-1] - target) <= 1e-7 * length, gap
+        np.testing.assert_allclose(_lengths(points), _lengths(joints), rtol=1e-12)
+        largest, rms = _spread(points)
+        assert largest <= 1.25 * rms < uniform * rms, gap
+    # Where the straightening starts, the bend is still the uniform curl's.
+    largest, rms = _spread(_start(joints, joints[0] + (1.0 - 0.0049) * length * direction))
+    assert largest == pytest.approx(uniform * rms, rel=0.03)
+
+
+@pytest.mark.parametrize(("n", "degrees"), [(3, 2.0), (4, 2.0), (6, 2.0), (10, 1.5)])
+def test_a_nearly_straight_pose_without_ik_is_kept_for_a_target_at_its_tip(n, degrees):
+    """The straightening starts from the pose without IK itself when that is within STRAIGHTEN_NEAR of full
+    reach: a target at its tip's distance (any direction) gets that pose, turned rigidly (the IK/FK snap)."""
+    joints = _planar_chain(n, degrees)
+    lengths = _lengths(joints)
+    reach = float(np.linalg.norm(joints[-1] - joints[0]))
+    assert reach > (1.0 - start.STRAIGHTEN_NEAR) * lengths.sum()
+    for direction in (joints[-1] - joints[0], np.array([0.0, 1.0, 1.0]), np.array([1.0, -0.3, 0.2])):
+        points = _start(joints, joints[0] + reach * _unit(direction))
+        # the same shape: every joint's distance to every other kept
+        inner = np.linalg.norm(points[:, None] - points[None], axis=2)
+        np.testing.assert_allclose(inner, np.linalg.norm(joints[:, None] - joints[None], axis=2), atol=1e-9)
+
+
+@pytest.mark.parametrize("n", [4, 6, 10])
+@pytest.mark.parametrize("pole", [None, (0.0, 2.0, 1.0)])
+def test_a_planar_chain_is_continuous_as_the_target_crosses_into_the_straightening(n, pole):
+    """Steps of 1e-5 of the length from 2% inside full reach (where the curl is uniform) to 1e-6 inside, across
+    the tip of the pose without IK and the straightening's start: no joint moves further than the square-root
+    law allows, and the batched start is the single-chain one throughout."""
+    for degrees in (2.0, 15.0):
+        joints = _planar_chain(n, degrees)
+        lengths = _lengths(joints)
+        length = float(lengths.sum())
+        direction = _unit(np.array([0.0, 0.6, 1.0]))
+        radii = np.arange(0.98, 1.0 - 1e-6, 1e-5) * length
+        targets = joints[0] + radii[:, None] * direction
+        previous = None
+        for r, target in zip(radii, targets):
+            points = _start(joints, target, pole)
+            if previous is not None:
+                assert np.linalg.norm(points - previous, axis=1).max() <= 4.0 * length * math.sqrt(1e-5), r / length
+            previous = points
+        sample = targets[::97]
+        count = len(sample)
+        batch = curled_starts(np.repeat(joints[None], count, axis=0), sample,
+                              None if pole is None else np.repeat(np.array([pole]), count, axis=0),
+                              np.repeat(lengths[None], count, axis=0))
+        for c in range(count):
+            np.testing.assert_allclose(batch[c], _start(joints, sample[c], pole), atol=1e-9)
