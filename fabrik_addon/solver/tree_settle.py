@@ -1,13 +1,12 @@
-"""The tree's pose nearest its start among those that keep every bone length and effector where the passes
-put it (or on its target, once reached).
+"""The tree's pose nearest its start among those that keep every bone length, every rigid body rigid and
+the effectors on their targets (or, out of reach, where the passes left them).
 
 A tree whose branches pull against each other has a set of solutions, not one (a Y's trunk may lean
-anywhere both branches still reach from). Where FABRIK's passes stop in that set depends on the path they
-took there, so the pose moved farther a frame than the targets asked (a Y's branch bone: 1.00 degrees a
-frame against Blender's 0.43, the same when the passes ran to 1e-5 of the tolerance). Settled onto the
-pose nearest the start (the pose without IK, the same every frame), the choice is a smooth function of
-the targets, as the least-change solves of Blender's tree IK are.
-"""
+anywhere both branches still reach from). Where FABRIK's passes stop in that set depended on how many
+they took and on the tolerance, and the branches' own limited solves started from there (a Y with cones
+on its branches: 4.01 degrees a frame on a smooth walk). Settled onto the pose nearest the start (the
+pose without IK, the same every frame), the pose is a function of the targets, continuous in them:
+0.74 degrees a frame."""
 
 from __future__ import annotations
 
