@@ -185,7 +185,9 @@ def test_bad_trees_raise_value_error(kwargs, message):
 @pytest.mark.parametrize("make", [random_y_tree, torso])
 def test_a_tree_cut_short_by_its_iterations_says_it_did_not_converge(make):
     """Reachable targets (forward kinematics of the tree itself) with one pass allowed: the solve is
-    still closing in, so it has not converged; with enough passes it reaches and has converged."""
+    still closing in, so it has not converged; with enough passes it reaches and has converged. (Forks
+    the one pass leaves within 1% of the length are finished by the settle onto the nearest pose and
+    reached: 17 of these 30 Ys, 7 torsos.)"""
     rng = np.random.default_rng(23)
     cut = 0
     for _ in range(30):
@@ -199,7 +201,7 @@ def test_a_tree_cut_short_by_its_iterations_says_it_did_not_converge(make):
             cut += 1
         full = solve_tree(joints, parents, effectors, targets, tolerance=tolerance, max_iterations=500)
         assert full.converged == (full.reached.all() or full.iterations < 500)
-    assert cut >= 25
+    assert cut >= 10
 
 
 def test_a_tree_that_stalls_short_of_an_unreachable_target_has_converged():
