@@ -41,9 +41,9 @@ STALL_PATIENCE = 3
 SETTLE = 1e-7
 # Cone-limited chains: limited FABRIK is tried when the swing fit misses by more than this many tolerances.
 FIT_FALLBACK = 10.0
-# ... from this many bones: on 2-3 bones the fit still jumped (15-35 degrees a frame at 0.8% of the length a
-# frame for 2 bones in 0.5-rad cones, 22 for 3 bones in 60-degree cones with a pole); they keep limited FABRIK.
-FIT_MIN_BONES = 4
+# ... from this many bones (2-3 bone coned chains on limited FABRIK turned 11-28 degrees in a frame on the
+# quality loop; through the fit 1.9-3.1, since the pull beyond the cones goes toward the free pose).
+FIT_MIN_BONES = 2
 # ... and up to this many: on an 8-bone chain the wide fit ended in two minima 1.1e-3 of the length apart for
 # inputs 1.5e-7 apart (tests/solver/test_stability.py); longer chains keep limited FABRIK too.
 FIT_MAX_BONES = 7
