@@ -196,16 +196,18 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         return free, error, iterations, True, resolved.frames_of(free)
     fit = fit_swings(free, goal, lengths, resolved, args[5])
     iterations += fit.steps
-    if fit.error > FIT_FALLBACK * args[5] and not unreachable:
+    if not fit.settled or (fit.error > FIT_FALLBACK * args[5] and not unreachable):
         # The fit settled far short: a local minimum, or a target beyond what the cones allow. Limited
         # FABRIK with its restarts is kept only when it reaches (a local minimum escaped), so beyond the
         # cones, where it never reaches, the pose stays the fit's, continuous in the target. Not tried
         # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
         # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
-        out, error, used, _ = run_limited(joints, *args, resolved, start3)
+        # A fit that did not settle (cones with a zero side, whose rims have corners: 2-4 bones in
+        # cones of 0 and 180 degrees) gives way to limited FABRIK whatever it reaches.
+        out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= args[5]:
-            return out, error, iterations, True, resolved.frames_of(out)
+        if error <= args[5] or not fit.settled:
+            return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
 
 
