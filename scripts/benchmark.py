@@ -2,7 +2,7 @@
 
     python scripts/benchmark.py solver [--json]
     python scripts/benchmark.py blender [--json] [--only NAME] [--rounds N]   (micro and real-rig cases)
-    python scripts/benchmark.py quality [--json]
+    python scripts/benchmark.py quality [--json] [--limited [--only NAME]]  (limited: 2-10 bones)
     python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
@@ -124,12 +124,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("what", choices=("solver", "blender", "soft", "quality", "all"))
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    parser.add_argument("--only", help="blender: only the cases whose name contains one of these, comma-separated "
-                        "(e.g. 'metarig,arm +')")
+    parser.add_argument("--only", help="blender, quality --limited: only the cases whose name contains one of "
+                        "these, comma-separated (e.g. 'metarig,arm +')")
     parser.add_argument("--rounds", type=int, default=3, help="blender: rounds per case (fastest kept)")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                         help="blender: time frames by the wall clock or by the process's CPU time (steadier on a "
                         "loaded machine)")
+    parser.add_argument("--limited", action="store_true", help="quality: only the limited chains of every size "
+                        "(slow: the swing fit)")
     args = parser.parse_args()
     out = {}
     if args.what in ("solver", "all"):
@@ -154,9 +156,14 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
         import quality_bench
 
-        out["quality"] = quality_bench.run()
-        if not args.json:
-            quality_bench.print_table(out["quality"])
+        if args.limited:
+            out["quality"] = quality_bench.run_limited(args.only)
+            if not args.json:
+                quality_bench.print_limited(out["quality"])
+        else:
+            out["quality"] = quality_bench.run()
+            if not args.json:
+                quality_bench.print_table(out["quality"])
     if args.json:
         print(json.dumps(out, indent=1))
 

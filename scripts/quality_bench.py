@@ -49,6 +49,7 @@ class Rig:
     cone: float | tuple[float, float, float, float] | None = None  # the same cone on every bone (radians: one
     # angle for all four, or left, right, up, down)
     hinges: dict[int, tuple[float, float]] = field(default_factory=dict)  # bone -> (min, max) about local X
+    path: str = 'loop'  # the target's path: 'loop' (target_path) or 'behind' (behind_path)
 
     @property
     def length(self) -> float:
@@ -97,6 +98,8 @@ RIGS = [
 def target_path(rig: Rig, frames: int = FRAMES) -> np.ndarray:
     """A smooth closed loop inside reach: an ellipse about a point 0.7 of the way to the rest tip, in
     the chain's axis and bend directions, with a small out-of-plane wobble."""
+    if rig.path == 'behind':
+        return behind_path(rig, frames)
     j = np.array(rig.joints)
     length = rig.length
     root, tip = j[0], j[-1]
@@ -109,6 +112,19 @@ def target_path(rig: Rig, frames: int = FRAMES) -> np.ndarray:
     t = 2.0 * math.pi * np.arange(frames) / frames
     return (centre + 0.2 * length * (np.cos(t)[:, None] * axis + np.sin(t)[:, None] * bend)
             + 0.08 * length * np.sin(2.0 * t)[:, None] * side)
+
+
+def behind_path(rig: Rig, frames: int = FRAMES) -> np.ndarray:
+    """A circle of radius 0.4 of the chain's length about its axis, a quarter of the length above the root:
+    the target passes in front of the bend and behind it, where no cone lets the chain fold."""
+    j = np.array(rig.joints)
+    length = rig.length
+    axis = (j[-1] - j[0]) / np.linalg.norm(j[-1] - j[0])
+    bend = np.array([0.0, 1.0, 0.0]) - axis[1] * axis
+    bend /= np.linalg.norm(bend)
+    side = np.cross(axis, bend)
+    t = 2.0 * math.pi * np.arange(frames) / frames
+    return j[0] + 0.25 * length * axis + 0.4 * length * (np.cos(t)[:, None] * bend + np.sin(t)[:, None] * side)
 
 
 def _key_locations(ob, points: np.ndarray, first_frame: int = 1) -> None:
@@ -649,6 +665,43 @@ def run_tree_modes(tree: TreeRig, kind: str, frames: int = 100) -> dict:
     return {"max_deg": worst, "frames": frames}
 
 
+CONE_LEG = (0.5, 0.5, 0.6, 0.4)  # the issue's cone: left, right, up, down (radians)
+KNEE = (math.radians(-10.0), math.radians(150.0))
+LEG_POLE = (0.0, 2.0, 1.0)
+# Limited chains of every size (issue 23), behind ``quality --limited``: the swing fit makes them slow (a
+# 4-7 bone coned row takes 1-2 minutes).
+LIMITED_RIGS = [
+    *(Rig(f"{n}-bone cones{', pole' if pole else ''}", _arc(n, 0.25), pole=LEG_POLE if pole else None,
+          cone=CONE_LEG) for n in (2, 3, 6, 8, 10) for pole in (False, True)),
+    Rig("4-bone cones, hinged knee", _arc(4, 0.25), cone=CONE_LEG, hinges={2: KNEE}),
+    Rig("4-bone cones, hinged knee, pole", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, hinges={2: KNEE}),
+    *(Rig(f"{n}-bone hinges, pole", _arc(n, 0.25), pole=LEG_POLE, hinges={k: KNEE for k in range(1, n)})
+      for n in (2, 4, 6)),
+    Rig("4-bone cones, target behind", _arc(4, 0.25), cone=CONE_LEG, path='behind'),
+    Rig("4-bone cones, pole, target behind", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, path='behind'),
+]
+
+
+def run_limited(only: str | None = None) -> dict:
+    """The LIMITED_RIGS rows (those whose name contains one of ``only``'s comma-separated parts)."""
+    paths = []
+    for rig in LIMITED_RIGS:
+        if only and not any(part in rig.name for part in only.split(",")):
+            continue
+        row = {"rig": rig.name, "bones": len(rig.joints) - 1}
+        for kind in ("blender", "fabrik"):
+            row[kind] = run_path(rig, kind)
+        paths.append(row)
+    return {"machine": f"{platform.machine()}, Blender {bpy.app.version_string}", "frames": FRAMES, "paths": paths}
+
+
+def print_limited(data: dict) -> None:
+    print(f"limited chains against Blender's IK ({data['machine']}; keyed path of {data['frames']} frames; Blender "
+          f"with the closest X/Z limits)")
+    print_path_rows(data)
+    print_paths_log(data)
+
+
 def run() -> dict:
     paths = []
     for rig in RIGS:
@@ -680,12 +733,7 @@ def run() -> dict:
 def print_table(data: dict) -> None:
     print(f"pose quality against Blender's IK ({data['machine']}; keyed loop of {data['frames']} frames, "
           f"the same rig and path for both)")
-    print(f"{'rig':26s} {'step %':>6s} | {'Blender max turn':>16s} {'>5 deg':>6s} {'max err':>8s} | "
-          f"{'FABRIK max turn':>15s} {'>5 deg':>6s} {'max err':>8s}")
-    for row in data["paths"]:
-        b, f = row["blender"], row["fabrik"]
-        print(f"{row['rig']:26s} {f['step_pct']:6.2f} | {b['max_turn_deg']:16.2f} {b['frames_over_5']:6d} "
-              f"{b['max_error']:8.1e} | {f['max_turn_deg']:15.2f} {f['frames_over_5']:6d} {f['max_error']:8.1e}")
+    print_path_rows(data)
     lc = data["long_chain"]
     print(f"50 bones, default settings, {lc['fabrik']['targets']} reachable targets: Blender max distance "
           f"{lc['blender']['max_error']:.3g}; FABRIK {lc['fabrik']['max_error']:.3g}, status "
@@ -707,6 +755,16 @@ def print_table(data: dict) -> None:
     print_paths_log(data)
     print_trees(data)
     print_edges(data["edges"])
+
+
+def print_path_rows(data: dict) -> None:
+    width = max(26, *(len(row["rig"]) for row in data["paths"]))
+    print(f"{'rig':{width}s} {'step %':>6s} | {'Blender max turn':>16s} {'>5 deg':>6s} {'max err':>8s} | "
+          f"{'FABRIK max turn':>15s} {'>5 deg':>6s} {'max err':>8s}")
+    for row in data["paths"]:
+        b, f = row["blender"], row["fabrik"]
+        print(f"{row['rig']:{width}s} {f['step_pct']:6.2f} | {b['max_turn_deg']:16.2f} {b['frames_over_5']:6d} "
+              f"{b['max_error']:8.1e} | {f['max_turn_deg']:15.2f} {f['frames_over_5']:6d} {f['max_error']:8.1e}")
 
 
 def print_paths_log(data: dict) -> None:

@@ -41,9 +41,9 @@ STALL_PATIENCE = 3
 SETTLE = 1e-7
 # Cone-limited chains: limited FABRIK is tried when the swing fit misses by more than this many tolerances.
 FIT_FALLBACK = 10.0
-# ... from this many bones: on 2-3 bones the fit still jumped (15-35 degrees a frame at 0.8% of the length a
-# frame for 2 bones in 0.5-rad cones, 22 for 3 bones in 60-degree cones with a pole); they keep limited FABRIK.
-FIT_MIN_BONES = 4
+# ... from this many bones (2-3 bone coned chains on limited FABRIK turned 11-28 degrees in a frame on the
+# quality loop; through the fit 1.9-3.1, since the pull beyond the cones goes toward the free pose).
+FIT_MIN_BONES = 2
 # ... and up to this many: on an 8-bone chain the wide fit ended in two minima 1.1e-3 of the length apart for
 # inputs 1.5e-7 apart (tests/solver/test_stability.py); longer chains keep limited FABRIK too.
 FIT_MAX_BONES = 7
@@ -196,16 +196,18 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         return free, error, iterations, True, resolved.frames_of(free)
     fit = fit_swings(free, goal, lengths, resolved, args[5])
     iterations += fit.steps
-    if fit.error > FIT_FALLBACK * args[5] and not unreachable:
+    if not fit.settled or (fit.error > FIT_FALLBACK * args[5] and not unreachable):
         # The fit settled far short: a local minimum, or a target beyond what the cones allow. Limited
         # FABRIK with its restarts is kept only when it reaches (a local minimum escaped), so beyond the
         # cones, where it never reaches, the pose stays the fit's, continuous in the target. Not tried
         # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
         # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
-        out, error, used, _ = run_limited(joints, *args, resolved, start3)
+        # A fit that did not settle (cones with a zero side, whose rims have corners: 2-4 bones in
+        # cones of 0 and 180 degrees) gives way to limited FABRIK whatever it reaches.
+        out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= args[5]:
-            return out, error, iterations, True, resolved.frames_of(out)
+        if error <= args[5] or not fit.settled:
+            return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
 
 

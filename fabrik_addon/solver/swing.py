@@ -52,8 +52,16 @@ MU_FLOOR = 1e-8
 POLISH_SLACK = 0.5
 # ... and is tried only when the near fit misses by more than this many tolerances.
 POLISH_BEYOND = 3.0
-MU_BEYOND = 0.1
-BEYOND_POWER = 1
+# Beyond what the cones allow, the pull toward the free pose: MU_BEYOND * (shortfall / length)**BEYOND_POWER
+# (0.4 at a shortfall of 0.2 of the length, strong enough to keep a 2-bone chain off its mirror poses; 5e-5 at
+# 0.002, weak enough that the pose meets the reaching one at the edge of what the cones allow).
+MU_BEYOND = 10.0
+BEYOND_POWER = 2
+# Below this many bones the beyond fit starts from the near fit's pose or the polished one (and pulls toward
+# it), from this many on from the wide fit's: the 3-bone coned chain turned 15 degrees in a frame from the
+# wide fit's, where the polish stopped reaching (4.5 from the polished pose); the 4-bone leg 3.4 from the
+# polished pose (1.1 from the wide fit's).
+POLISHED_START_BELOW = 4
 # The fit has settled when no swing moves by more than this (radians) in an accepted step.
 STEP_TOL = 1e-11
 # Step budget of the fit (it settles in 5-40 steps on the benchmark paths).
@@ -362,6 +370,7 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     steps, settled = steps + more, settled and settled_near
     joints = joints_of(near, root, lengths, limits)
     error = float(np.linalg.norm(joints[-1] - target))
+    start = near if len(lengths) < POLISHED_START_BELOW else wide
     if error > POLISH_BEYOND * tolerance:
         # Far short: the fits may have settled in a local minimum short of a target the cones allow.
         # Move the pose, as little as can be, until the tip is within the tolerance (not onto the target:
@@ -374,12 +383,19 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         steps += more
         if polished_error <= tolerance:
             return SwingFit(polished_joints, polished_error, steps, settled and settled_polish)
+        if len(lengths) < POLISHED_START_BELOW:
+            # Short of a target the cones do not allow: the beyond fit starts from the polished pose, which
+            # meets the reaching one at the edge of what the cones allow.
+            start, error, settled = polished, polished_error, settled and settled_polish
     if error > tolerance:
-        # Beyond what the cones allow: the nearest pose can flip between mirror poses equally near the
-        # target; a pull toward the reference that grows with the shortfall (a continuous function of
-        # the target) keeps one of them.
-        mu = mu_near + MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER
-        beyond, more, settled_beyond = _minimise(wide, wide, mu, root, target, lengths, limits)
+        # Beyond what the cones allow: the nearest pose flips between mirror poses equally near the target
+        # (2 bones: 12 degrees in a frame as the target crossed the bend plane). A pull toward the reference
+        # (the free pose) that grows with the square of the shortfall, a continuous function of the target,
+        # keeps one pose; near the edge it vanishes, so there the pose meets the one that reaches.
+        pull = MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER
+        mu = mu_near + pull
+        centre = (mu_near * start + pull * q_ref) / mu
+        beyond, more, settled_beyond = _minimise(start, centre, mu, root, target, lengths, limits)
         joints = joints_of(beyond, root, lengths, limits)
         error = float(np.linalg.norm(joints[-1] - target))
         steps, settled = steps + more, settled and settled_beyond
