@@ -57,6 +57,10 @@ POLISH_BEYOND = 3.0
 # 0.002, weak enough that the pose meets the reaching one at the edge of what the cones allow).
 MU_BEYOND = 10.0
 BEYOND_POWER = 2
+# ... and no stronger than it is at 0.2 of the length: farther out, an ever stronger pull held the pose near the
+# free one's projection, its tip up to 0.5-0.75 of the chain's length farther from the target than the nearest
+# pose the cones allow (2-3 bones, targets 1.5 lengths out); capped, within 0.16, as continuous on the same paths.
+MU_BEYOND_CAP = 0.4
 # Below this many bones the beyond fit starts from the near fit's pose or the polished one (and pulls toward
 # it), from this many on from the wide fit's: the 3-bone coned chain turned 15 degrees in a frame from the
 # wide fit's, where the polish stopped reaching (4.5 from the polished pose); the 4-bone leg 3.4 from the
@@ -391,8 +395,9 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         # Beyond what the cones allow: the nearest pose flips between mirror poses equally near the target
         # (2 bones: 12 degrees in a frame as the target crossed the bend plane). A pull toward the reference
         # (the free pose) that grows with the square of the shortfall, a continuous function of the target,
-        # keeps one pose; near the edge it vanishes, so there the pose meets the one that reaches.
-        pull = MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER
+        # keeps one pose; near the edge it vanishes, so there the pose meets the one that reaches. Far out it
+        # stops growing, so the tip still comes as near the target as the cones let it.
+        pull = min(MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER, MU_BEYOND_CAP)
         mu = mu_near + pull
         centre = (mu_near * start + pull * q_ref) / mu
         beyond, more, settled_beyond = _minimise(start, centre, mu, root, target, lengths, limits)
