@@ -25,32 +25,15 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "solver"))  # the chain and the loop the swing fit's tests walk
+
+from test_swing import arc, loop  # noqa: E402
 
 from fabrik_addon.solver import fabrik, solve_chain  # noqa: E402
 from fabrik_addon.solver.limits import ConeLimit  # noqa: E402
 
 FRAMES = 400
 CONE_60 = math.radians(60.0)
-
-
-def arc(n: int, bow: float = 0.25, length: float = 2.0) -> np.ndarray:
-    """The quality benchmark's planar chain up +Z bowing toward +Y."""
-    return np.array([(0.0, bow * math.sin(math.pi * k / n), length * k / n) for k in range(n + 1)])
-
-
-def loop(joints: np.ndarray, frames: int = FRAMES) -> np.ndarray:
-    """The quality benchmark's closed loop (tests/solver/test_swing.py): an ellipse about 0.7 of the way to
-    the rest tip in the chain's axis and bend directions, with an out-of-plane wobble."""
-    length = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
-    root, tip = joints[0], joints[-1]
-    axis = (tip - root) / np.linalg.norm(tip - root)
-    bend = joints[1:-1].mean(axis=0) - root
-    bend = bend - (bend @ axis) * axis
-    bend /= np.linalg.norm(bend)
-    side = np.cross(axis, bend)
-    t = 2.0 * math.pi * np.arange(frames) / frames
-    return (root + 0.7 * (tip - root) + 0.2 * length * (np.cos(t)[:, None] * axis + np.sin(t)[:, None] * bend)
-            + 0.08 * length * np.sin(2.0 * t)[:, None] * side)
 
 
 def behind(joints: np.ndarray, frames: int = FRAMES) -> np.ndarray:
@@ -63,11 +46,12 @@ def behind(joints: np.ndarray, frames: int = FRAMES) -> np.ndarray:
 
 def cases() -> list[tuple[str, np.ndarray, list[ConeLimit], np.ndarray | None, np.ndarray]]:
     leg = arc(4)
+    pole = np.array([0.0, 2.0, 1.0])
     six, seven, five = arc(6), arc(7), arc(5)
     return [
-        ("4-bone leg, pole, cones", leg, [ConeLimit(0.5, 0.5, 0.6, 0.4)] * 4, np.array([0.0, 2.0, 1.0]), loop(leg)),
-        ("6-bone, pole, cones 60", six, [ConeLimit(*[CONE_60] * 4)] * 6, np.array([0.0, 2.0, 1.0]), loop(six)),
-        ("7-bone, cones 0.4", seven, [ConeLimit(*[0.4] * 4)] * 7, None, loop(seven)),
+        ("4-bone leg, pole, cones", leg, [ConeLimit(0.5, 0.5, 0.6, 0.4)] * 4, pole, loop(leg, FRAMES)),
+        ("6-bone, pole, cones 60", six, [ConeLimit(*[CONE_60] * 4)] * 6, pole, loop(six, FRAMES)),
+        ("7-bone, cones 0.4", seven, [ConeLimit(*[0.4] * 4)] * 7, None, loop(seven, FRAMES)),
         ("5-bone, cones 60, behind", five, [ConeLimit(*[CONE_60] * 4)] * 5, None, behind(five)),
     ]
 
