@@ -280,8 +280,7 @@ def _roll_sensitive(joints: np.ndarray, goal: np.ndarray) -> bool:
     axis = roll_axis(joints, goal)
     if axis is None:
         return False
-    offsets = joints[1:-1] - joints[0]
-    across = offsets - np.outer(offsets @ axis, axis)
+    across = _perpendicular(joints[1:-1] - joints[0], axis)
     return bool(np.linalg.norm(across, axis=1).max() > SKEWED * np.linalg.norm(across.mean(axis=0)))
 
 

@@ -62,15 +62,19 @@ class ConeLimit:
             return -1.0
         u = theta * x / math.hypot(x, z)
         v = theta * z / math.hypot(x, z)
-        a = self.right if u >= 0.0 else self.left
-        b = self.up if v >= 0.0 else self.down
+        a, b = self.semi_axes(u, v)
         return _ratio2(u, a) + _ratio2(v, b) - 1.0
+
+    def semi_axes(self, u: float, v: float) -> tuple[float, float]:
+        """The ellipse's semi-axes ``(a, b)`` in the quadrant of the swing ``(u, v)``: ``right`` or ``left`` by
+        the sign of ``u``, ``up`` or ``down`` by the sign of ``v`` (zero counts as positive)."""
+        return self.right if u >= 0.0 else self.left, self.up if v >= 0.0 else self.down
 
     def rim(self, s: float) -> tuple[float, float, float]:
         """Local unit direction on the cone's rim at ellipse parameter ``s``."""
         c, sn = math.cos(s), math.sin(s)
-        u = (self.right if c >= 0.0 else self.left) * c
-        v = (self.up if sn >= 0.0 else self.down) * sn
+        a, b = self.semi_axes(c, sn)
+        u, v = a * c, b * sn
         theta = math.hypot(u, v)
         if theta == 0.0:
             return 0.0, 1.0, 0.0

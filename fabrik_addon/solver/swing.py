@@ -197,8 +197,7 @@ def project_swing(limit: ConeLimit | None, u: float, v: float) -> tuple[float, f
     """
     if limit is None:
         return u, v
-    a = limit.right if u >= 0.0 else limit.left
-    b = limit.up if v >= 0.0 else limit.down
+    a, b = limit.semi_axes(u, v)
     if a <= 0.0 or b <= 0.0:
         if a <= 0.0 and b <= 0.0:
             return 0.0, 0.0
@@ -245,8 +244,7 @@ def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
         normal = None
         if isinstance(limit, ConeLimit):
             u, v = float(q[i, 0]), float(q[i, 1])
-            a = limit.right if u >= 0.0 else limit.left
-            b = limit.up if v >= 0.0 else limit.down
+            a, b = limit.semi_axes(u, v)
             if a > 0.0 and b > 0.0 and (u / a) ** 2 + (v / b) ** 2 >= 1.0 - 1e-9:
                 g = np.array([2.0 * u / (a * a), 2.0 * v / (b * b)])
                 norm2 = float(g @ g)

@@ -189,6 +189,14 @@ def _forks(parent: np.ndarray, effector: np.ndarray) -> bool:
     return bool((counts >= 2).any() or (counts[effector] >= 1).any())
 
 
+def _children(parent: np.ndarray) -> list[list[int]]:
+    """Each joint's children, in joint order (``parent``: each joint's parent, -1 for the root)."""
+    children: list[list[int]] = [[] for _ in range(len(parent))]
+    for j in range(1, len(parent)):
+        children[int(parent[j])].append(j)
+    return children
+
+
 def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              tgt: np.ndarray, errors: np.ndarray, rigid: set[int], tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """The passes' pose settled onto the one nearest the start (:func:`.tree_settle.nearest_pose`) with
@@ -198,9 +206,7 @@ def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np
     Every effector the passes brought within ``NEAR`` of the tree's length is first tried on its target,
     not only those within the tolerance: which effectors the passes had reached depended on the pass
     count and the tolerance (a 2-bone trunk's pose 1.7e-3 apart with 300 passes to 1e-5)."""
-    children: list[list[int]] = [[] for _ in range(len(start))]
-    for j in range(1, len(start)):
-        children[int(parent[j])].append(j)
+    children = _children(parent)
     bodies = {p: (children[p], start[children[p]] - start[p], None) for p in rigid if len(children[p]) >= 2}
     near = errors <= max(tolerance, NEAR * float(lengths.sum()))
     if near.all():
@@ -397,9 +403,7 @@ class _Walk:
     def of(cls, pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
            weight: np.ndarray, pole: np.ndarray | None, rigid: set[int]) -> _Walk:
         count = len(pts)
-        children: list[list[int]] = [[] for _ in range(count)]
-        for j in range(1, count):
-            children[int(parent[j])].append(j)
+        children = _children(parent)
         # Pull of each joint's subtree: the weights of the effectors at or below it.
         pull = np.zeros(count)
         for e, w in zip(effector, weight):
