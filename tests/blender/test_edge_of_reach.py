@@ -100,6 +100,13 @@ def _assert_reach_and_status(errors, statuses, distance, tolerance=1e-3):
     assert all(s == 'UNREACHABLE' for s, b in zip(statuses, beyond) if b)
 
 
+def _assert_crossings_like_blenders(make, *args, **kwargs):
+    """:func:`_crossings` of ``make``: as smooth as Blender's IK + 10%, reachable targets reached, statuses right."""
+    worst, errors, statuses, distance = _crossings(make, *args, **kwargs)
+    _assert_as_smooth_as_blender(worst)
+    _assert_reach_and_status(errors, statuses, distance)
+
+
 def _finger(name):
     ob = realrig.metarig(name)
     return ob, realrig.chain_bone_names(ob, *FINGER)
@@ -117,27 +124,21 @@ def _chain_maker(n, degrees):
 
 @pytest.mark.usefixtures("solve_path")
 def test_the_metarig_finger_crossing_full_reach_turns_no_more_than_blenders_ik_plus_a_tenth():
-    worst, errors, statuses, distance = _crossings(_finger)
-    _assert_as_smooth_as_blender(worst)
-    _assert_reach_and_status(errors, statuses, distance)
+    _assert_crossings_like_blenders(_finger)
 
 
 @pytest.mark.usefixtures("solve_path")
 @pytest.mark.parametrize("n", [2, 3, 4, 6, 10])
 @pytest.mark.parametrize("pole", [False, True], ids=["no pole", "pole"])
 def test_chains_curled_at_rest_crossing_full_reach_turn_no_more_than_blenders_ik_plus_a_tenth(n, pole):
-    worst, errors, statuses, distance = _crossings(_chain_maker(n, 15.0), (0.002, 0.01),
-                                                   pole=(0.0, 2.0, 1.0) if pole else None)
-    _assert_as_smooth_as_blender(worst)
-    _assert_reach_and_status(errors, statuses, distance)
+    _assert_crossings_like_blenders(_chain_maker(n, 15.0), (0.002, 0.01),
+                                     pole=(0.0, 2.0, 1.0) if pole else None)
 
 
 @pytest.mark.usefixtures("solve_path")
 @pytest.mark.parametrize("n", [3, 6, 10])
 def test_nearly_straight_chains_crossing_full_reach_straight_across_turn_no_more_than_blenders_ik_plus_a_tenth(n):
-    worst, errors, statuses, distance = _crossings(_chain_maker(n, 2.0), (0.002, 0.01), (0.0,))
-    _assert_as_smooth_as_blender(worst)
-    _assert_reach_and_status(errors, statuses, distance)
+    _assert_crossings_like_blenders(_chain_maker(n, 2.0), (0.002, 0.01), (0.0,))
 
 
 # Nearly straight chains (2 degrees a joint) crossing full reach obliquely. The largest turn is into the first
@@ -151,18 +152,14 @@ def test_nearly_straight_chains_crossing_full_reach_straight_across_turn_no_more
 @pytest.mark.parametrize("n", [4, 6, 10])
 @pytest.mark.parametrize("pole", [False, True], ids=["no pole", "pole"])
 def test_nearly_straight_chains_crossing_full_reach_obliquely_turn_no_more_than_blenders_ik_plus_a_tenth(n, pole):
-    worst, errors, statuses, distance = _crossings(_chain_maker(n, 2.0), (0.002,), (30.0, 45.0, 60.0),
-                                                   pole=(0.0, 2.0, 1.0) if pole else None)
-    _assert_as_smooth_as_blender(worst)
-    _assert_reach_and_status(errors, statuses, distance)
+    _assert_crossings_like_blenders(_chain_maker(n, 2.0), (0.002,), (30.0, 45.0, 60.0),
+                                     pole=(0.0, 2.0, 1.0) if pole else None)
 
 
 @pytest.mark.usefixtures("solve_path")
 @pytest.mark.parametrize("n", [4, 6, 10])
 def test_nearly_straight_chains_without_a_pole_crossing_faster_obliquely_turn_no_more_than_blenders_plus_a_tenth(n):
-    worst, errors, statuses, distance = _crossings(_chain_maker(n, 2.0), (0.005,), (30.0, 45.0, 60.0))
-    _assert_as_smooth_as_blender(worst)
-    _assert_reach_and_status(errors, statuses, distance)
+    _assert_crossings_like_blenders(_chain_maker(n, 2.0), (0.005,), (30.0, 45.0, 60.0))
 
 
 @pytest.mark.xfail(strict=True, reason="at 0.5-1% of the length a frame the last frame inside reach is short of "
