@@ -59,8 +59,9 @@ STRAIGHT_SWITCH = 10
 # its bend's direction, so the exponent goes from STRAIGHT_SHAPE to 1 as the curl's peak falls short of full reach
 # by 0 to this fraction of the length (the metarig's finger: 1.5e-4, not flattened).
 FLAT_UNTIL = 1e-4
-# Below this angle (radians) the flattening is linear in the angle (see :func:`_flat`).
-FLAT_LINEAR = 1e-6
+# Below this angle (radians) the flattening is linear in the angle (see :func:`_flat`): float noise of 1e-9 in a
+# bone meant to lie along the straightening direction stays 1e-6.
+FLAT_LINEAR = 1e-4
 # Short of the pose without IK's tip the start is the curl, whose bend is the pose's own (uniform where the pose
 # is): a target crossing full reach fast can leave its last frame inside reach there, and the end bones then turn
 # by their full angle into the straight chain beyond. So for a chain that curls straight whose pose without IK is
