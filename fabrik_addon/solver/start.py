@@ -509,7 +509,6 @@ def flattened_curl(pose: tuple, pole: tuple | None, r2: float, c: float, fade: f
     (:data:`FLATTEN_FROM`), the same distance reached; None where nothing is flattened (a chain that does not
     curl straight, a pose without IK far from full reach, a target outside the band). ``pose``, ``pole`` as
     for :func:`extend`; ``fade``: :func:`faded`'s fraction, which scales the flattening too."""
-    st = _straightening(*pose, pole)
     L = pose[3]
     total = math.fsum(L)
     if shape is None:
@@ -518,7 +517,10 @@ def flattened_curl(pose: tuple, pole: tuple | None, r2: float, c: float, fade: f
     d0 = 1.0 - math.sqrt(shape.p * shape.p + s0.real * s0.real + s0.imag * s0.imag) / total
     d = 1.0 - math.sqrt(r2) / total
     strength = min(1.0, 2.0 - d0 / FLATTEN_FROM) * fade
-    if st.power >= 1.0 or strength <= 0.0 or not d0 < d < d0 + FLATTEN_BAND:
+    if strength <= 0.0 or not d0 < d < d0 + FLATTEN_BAND:
+        return None
+    st = _straightening(*pose, pole)
+    if st.power >= 1.0:
         return None
     near = (d0 / d) ** FLATTEN_SWITCH
     keep = 1.0 - strength * (1.0 - (near + (1.0 - near) * ((d - d0) / FLATTEN_BAND) ** FLATTEN_RETURN))
