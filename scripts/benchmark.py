@@ -3,6 +3,7 @@
     python scripts/benchmark.py solver [--json]
     python scripts/benchmark.py blender [--json] [--only NAME] [--rounds N]   (micro and real-rig cases)
     python scripts/benchmark.py quality [--json] [--limited [--only NAME]]  (limited: 2-10 bones)
+    python scripts/benchmark.py quality --edges [--json]   (the edge-of-reach table and its wider sweep)
     python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
@@ -132,6 +133,8 @@ def main() -> None:
                         "loaded machine)")
     parser.add_argument("--limited", action="store_true", help="quality: only the limited chains of every size "
                         "(slow: the swing fit)")
+    parser.add_argument("--edges", action="store_true", help="quality: only the edge-of-reach table and the wider "
+                        "sweep of nearly straight chains (issue 23)")
     args = parser.parse_args()
     out = {}
     if args.what in ("solver", "all"):
@@ -156,7 +159,12 @@ def main() -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
         import quality_bench
 
-        if args.limited:
+        if args.edges:
+            out["quality"] = {"edges": quality_bench.run_edges(), "sweep": quality_bench.run_edge_sweep()}
+            if not args.json:
+                quality_bench.print_edges(out["quality"]["edges"])
+                quality_bench.print_edge_sweep(out["quality"]["sweep"])
+        elif args.limited:
             out["quality"] = quality_bench.run_limited(args.only)
             if not args.json:
                 quality_bench.print_limited(out["quality"])

@@ -939,10 +939,39 @@ def run_edges() -> list[dict]:
     return rows
 
 
-def print_edges(rows: list[dict]) -> None:
+# The wider sweep (issue 23's neighbours): nearly straight chains at every angle here, with and without a pole.
+EDGE_SWEEP_BONES = (3, 4, 5, 6, 8, 10)
+EDGE_SWEEP_ANGLES = (0.0, 30.0, 45.0, 60.0)
+
+
+def run_edge_sweep() -> list[dict]:
+    """:func:`run_edge` on chains bent 2 degrees a joint (:data:`EDGE_SWEEP_BONES`), with and without a pole, at
+    :data:`EDGE_SPEEDS` and :data:`EDGE_SWEEP_ANGLES`."""
+    rows = []
+    for n in EDGE_SWEEP_BONES:
+        for pole in (True, False):
+            rig = Rig(f"{n} bones, straight{', pole' if pole else ''}", bent_chain(n, 2.0),
+                      pole=(0.0, 2.0, 1.0) if pole else None)
+            rows.append({"rig": rig.name, **{kind: run_edge(rig, kind, EDGE_SPEEDS, EDGE_SWEEP_ANGLES)
+                                             for kind in ("blender", "fabrik")}})
+    return rows
+
+
+def print_edge_sweep(rows: list[dict]) -> None:
+    ratios = [cf["turn"] / max(cb["turn"], 1e-9) for row in rows
+              for cb, cf in zip(row["blender"]["crossings"], row["fabrik"]["crossings"])]
+    print(f"edge of reach, nearly straight chains of {', '.join(map(str, EDGE_SWEEP_BONES))} bones at "
+          f"{', '.join(f'{a:.0f}' for a in EDGE_SWEEP_ANGLES)} deg: {len(ratios)} crossings, FABRIK / Blender above "
+          f"1.05: {sum(r > 1.05 for r in ratios)}, above 1.1: {sum(r > 1.1 for r in ratios)}, largest "
+          f"{max(ratios):.3f}")
+    print_edges(rows, angles=EDGE_SWEEP_ANGLES)
+
+
+def print_edges(rows: list[dict], angles=EDGE_ANGLES) -> None:
     print(f"edge of reach: a target crossing full reach out and back ({EDGE_AMPLITUDE:.0%} of the length either "
-          f"side; speeds {', '.join(f'{s:.1%}' for s in EDGE_SPEEDS)} of the length a frame, straight across "
-          f"and at {EDGE_ANGLES[-1]:.0f} deg); largest per-frame bone turn per crossing, Blender / FABRIK (deg)")
+          f"side; speeds {', '.join(f'{s:.1%}' for s in EDGE_SPEEDS)} of the length a frame, at "
+          f"{', '.join(f'{a:.0f}' for a in angles)} deg); largest per-frame bone turn per crossing, Blender / "
+          f"FABRIK (deg)")
     worst_ratio, worst = 0.0, ""
     for row in rows:
         b, f = row["blender"], row["fabrik"]

@@ -59,6 +59,20 @@ STRAIGHT_SWITCH = 10
 # its bend's direction, so the exponent goes from STRAIGHT_SHAPE to 1 as the curl's peak falls short of full reach
 # by 0 to this fraction of the length (the metarig's finger: 1.5e-4, not flattened).
 FLAT_UNTIL = 1e-4
+# Below this angle (radians) the flattening is linear in the angle (see :func:`_flat`): float noise of 1e-9 in a
+# bone meant to lie along the straightening direction stays 1e-6.
+FLAT_LINEAR = 1e-4
+# Short of the pose without IK's tip the start is the curl, whose bend is the pose's own (uniform where the pose
+# is): a target crossing full reach fast can leave its last frame inside reach there, and the end bones then turn
+# by their full angle into the straight chain beyond. So for a chain that curls straight whose pose without IK is
+# within FLATTEN_FROM of full reach (fading out to twice that), the curl is flattened as the straightening is,
+# by a weight that is 0 at the pose's own tip (the IK/FK snap keeps it), reaches full flattening like
+# (d0 / d)**FLATTEN_SWITCH (d, d0: how far the target and the pose's tip fall short of full reach) and hands back
+# to the plain curl as s**FLATTEN_RETURN, s from 0 at d0 to 1 at d0 + FLATTEN_BAND (see :func:`flattened_curl`).
+FLATTEN_FROM = 0.01
+FLATTEN_BAND = 0.01
+FLATTEN_SWITCH = 8
+FLATTEN_RETURN = 4
 # Below this fraction of the chain's length, the mismatch between the target's distance from the root and the
 # pose's tip's fades the curl (see :func:`faded`).
 FADE = 1e-5
@@ -93,10 +107,15 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if straighten and p * p - r2 + s0.real * s0.real + s0.imag * s0.imag < 0.0:  # farther than the pose's tip
         extended = extend(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2, c, shape)
 
+    reach = p * p + s0.real * s0.real + s0.imag * s0.imag
+    if extended is None and straighten and r2 > (1.0 - FLATTEN_FROM * 2.0 - FLATTEN_BAND) ** 2 * total * total:
+        fade = faded(math.sqrt(reach), math.sqrt(r2), total)
+        extended = flattened_curl(pose, tuple(pole) if pole is not None and shape.pole_decides else None, r2,
+                                  c * fade, fade, shape)
     if extended is not None:
         ox, oy, oz = extended
     else:
-        c *= faded(math.sqrt(p * p + s0.real * s0.real + s0.imag * s0.imag), math.sqrt(r2), total)
+        c *= faded(math.sqrt(reach), math.sqrt(r2), total)
         # Build the curled pose: bone k turned by k*c about the axis.
         z = complex(math.cos(c), math.sin(c))
         zk = 1.0 + 0.0j
@@ -460,6 +479,7 @@ class Straightening(NamedTuple):
     bones: list[tuple[float, float, float, float, float, float]]  # per bone: length, angle to a, its flattened
     # angle (STRAIGHT_SHAPE), unit e across a
     bend: tuple[float, float, float] | None  # unit direction the straightening bend shrinks in, if any
+    power: float = 1.0  # the flattening's exponent q (STRAIGHT_SHAPE for a chain that curls straight, 1: none)
 
 
 def extend(pose: tuple, pole: tuple | None, r2: float, c: float,
@@ -480,6 +500,39 @@ def extend(pose: tuple, pole: tuple | None, r2: float, c: float,
     if _evaluate(shape.across, c, offset)[0] >= -small:
         return None
     return _curled(shape, _bracketed(shape.across, offset, c, st.curl, small))
+
+
+def flattened_curl(pose: tuple, pole: tuple | None, r2: float, c: float, fade: float = 1.0,
+                   shape: CurlShape | None = None) -> tuple[list[float], list[float], list[float]] | None:
+    """The unaimed joint offsets of the curl ``c`` (reaching ``sqrt(r2)``, nearer the root than the pose
+    without IK's tip) with its bones' angles to its tip direction flattened toward the straightening's shape
+    (:data:`FLATTEN_FROM`), the same distance reached; None where nothing is flattened (a chain that does not
+    curl straight, a pose without IK far from full reach, a target outside the band). ``pose``, ``pole`` as
+    for :func:`extend`; ``fade``: :func:`faded`'s fraction, which scales the flattening too."""
+    L = pose[3]
+    total = math.fsum(L)
+    if shape is None:
+        shape = _shape(*pose, pole)
+    s0 = shape.horner[3]
+    d0 = 1.0 - math.sqrt(shape.p * shape.p + s0.real * s0.real + s0.imag * s0.imag) / total
+    d = 1.0 - math.sqrt(r2) / total
+    strength = min(1.0, 2.0 - d0 / FLATTEN_FROM) * fade
+    if strength <= 0.0 or not d0 < d < d0 + FLATTEN_BAND:
+        return None
+    st = _straightening(*pose, pole)
+    if st.power >= 1.0:
+        return None
+    near = (d0 / d) ** FLATTEN_SWITCH
+    keep = 1.0 - strength * (1.0 - (near + (1.0 - near) * ((d - d0) / FLATTEN_BAND) ** FLATTEN_RETURN))
+    ax, ay, az, _, angles = _tip_angles(_curled(shape, c), L)
+    scale = _flat_scale(angles, L, st.power)
+    bones = []
+    for k in range(len(L)):
+        angle, px, py, pz = angles[k]
+        flat = scale * _flat(angle, st.power)
+        flat += keep * (angle - flat)
+        bones.append((L[k], flat, flat, px, py, pz))  # _straight_angle: x times flat
+    return _straightened(Straightening(c, r2, (ax, ay, az), bones, None, st.power), r2, 1e-9 * total * total, 2.0)
 
 
 def _curled(shape: CurlShape, c: float) -> tuple[list[float], list[float], list[float]]:
@@ -577,7 +630,41 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
         switch = 0.0  # already within the band: straighten the pose without IK itself
     else:
         switch = _bracketed(shape.across, offset, 0.0, peak, small)
-    ox, oy, oz = _curled(shape, switch)
+    ax, ay, az, t, angles = _tip_angles(_curled(shape, switch), L)
+    # The flattened angles: t**q with the angles' length-weighted root-mean-square (q: STRAIGHT_SHAPE, FLAT_UNTIL).
+    q = 1.0 - (1.0 - STRAIGHT_SHAPE) * max(0.0, 1.0 - (total - reach) / (FLAT_UNTIL * total))
+    scale = _flat_scale(angles, L, q)
+    bones = []
+    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
+    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
+    heads = 0.0  # the interior joints' distances along the chain, summed
+    for k in range(n):
+        length = L[k]
+        angle, px, py, pz = angles[k]
+        flat = scale * _flat(angle, q)
+        bones.append((length, angle, flat, px, py, pz))
+        # Bone k moves each joint after it by length * flat * e (to first order in x: the angle is x * flat).
+        weight = (n - 1 - k) * length * flat
+        bx, by, bz = bx + weight * px, by + weight * py, bz + weight * pz
+        weight = length * flat
+        qx, qy, qz = qx + weight * px, qy + weight * py, qz + weight * pz
+        if k < n - 1:
+            heads += (n - 1 - k) * length
+    # The bend as the write-back measures it: across the root-to-tip line, which leans from a by the tip's
+    # offset, so each interior joint's offset less its share of the tip's.
+    share = heads / math.fsum(L)
+    bx, by, bz = bx - share * qx, by - share * qy, bz - share * qz
+    b = math.sqrt(bx * bx + by * by + bz * bz)
+    bend = (bx / b, by / b, bz / b) if b > 1e-9 * math.fsum(L) else None
+    return Straightening(switch, t * t, (ax, ay, az), bones, bend, q)
+
+
+def _tip_angles(offsets: tuple[list[float], list[float], list[float]],
+                L: Sequence[float]) -> tuple[float, float, float, float, list[tuple[float, float, float, float]]]:
+    """The unit direction ``a`` of the tip of the unaimed joint offsets, the tip's distance, and each bone's
+    angle to ``a`` with the unit direction across ``a`` it leans in (zero for a bone along ``a``)."""
+    ox, oy, oz = offsets
+    n = len(L)
     tx, ty, tz = ox[n], oy[n], oz[n]
     t = math.sqrt(tx * tx + ty * ty + tz * tz)
     ax, ay, az = tx / t, ty / t, tz / t
@@ -593,34 +680,24 @@ def _straightening(xs: tuple[float, ...], ys: tuple[float, ...], zs: tuple[float
         else:
             px = py = pz = 0.0
         angles.append((math.atan2(sin, cos), px, py, pz))
-    # The flattened angles: t**q with the angles' length-weighted root-mean-square (q: STRAIGHT_SHAPE, FLAT_UNTIL).
-    q = 1.0 - (1.0 - STRAIGHT_SHAPE) * max(0.0, 1.0 - (total - reach) / (FLAT_UNTIL * total))
+    return ax, ay, az, t, angles
+
+
+def _flat_scale(angles: list[tuple[float, float, float, float]], L: Sequence[float], q: float) -> float:
+    """The factor that gives the flattened angles ``angle**q`` the length-weighted root-mean-square of ``angles``."""
+    n = len(L)
     square = math.fsum(L[k] * angles[k][0] ** 2 for k in range(n))
-    flat_square = math.fsum(L[k] * angles[k][0] ** (2.0 * q) for k in range(n))
-    scale = math.sqrt(square / flat_square) if flat_square > 0.0 else 0.0
-    bones = []
-    bx = by = bz = 0.0  # the interior joints' mean offset from a, to first order in x (times n - 1 / x)
-    qx = qy = qz = 0.0  # the tip's, likewise (times 1 / x)
-    heads = 0.0  # the interior joints' distances along the chain, summed
-    for k in range(n):
-        length = L[k]
-        angle, px, py, pz = angles[k]
-        flat = scale * angle ** q
-        bones.append((length, angle, flat, px, py, pz))
-        # Bone k moves each joint after it by length * flat * e (to first order in x: the angle is x * flat).
-        weight = (n - 1 - k) * length * flat
-        bx, by, bz = bx + weight * px, by + weight * py, bz + weight * pz
-        weight = length * flat
-        qx, qy, qz = qx + weight * px, qy + weight * py, qz + weight * pz
-        if k < n - 1:
-            heads += (n - 1 - k) * length
-    # The bend as the write-back measures it: across the root-to-tip line, which leans from a by the tip's
-    # offset, so each interior joint's offset less its share of the tip's.
-    share = heads / math.fsum(L)
-    bx, by, bz = bx - share * qx, by - share * qy, bz - share * qz
-    b = math.sqrt(bx * bx + by * by + bz * bz)
-    bend = (bx / b, by / b, bz / b) if b > 1e-9 * math.fsum(L) else None
-    return Straightening(switch, t * t, (ax, ay, az), bones, bend)
+    flat_square = math.fsum(L[k] * _flat(angles[k][0], q) ** 2 for k in range(n))
+    return math.sqrt(square / flat_square) if flat_square > 0.0 else 0.0
+
+
+def _flat(angle: float, q: float) -> float:
+    """``angle**q``, linear below :data:`FLAT_LINEAR` (continuous there): ``angle**q`` alone has an infinite
+    slope at 0, so a bone along the straightening direction to float noise (the middle bone of an odd, evenly
+    bent chain) leaned 1e-3 radians to whichever side the noise picked."""
+    if angle >= FLAT_LINEAR:
+        return angle ** q
+    return angle * FLAT_LINEAR ** (q - 1.0)
 
 
 def _horner_sum(across: list[complex], c: float) -> complex:
@@ -632,10 +709,12 @@ def _horner_sum(across: list[complex], c: float) -> complex:
     return out
 
 
-def _straightened(st: Straightening, r2: float, small: float) -> tuple[list[float], list[float], list[float]]:
+def _straightened(st: Straightening, r2: float, small: float,
+                  most: float = 1.0) -> tuple[list[float], list[float], list[float]]:
     """Unaimed joint offsets of the peak pose straightened until its tip is ``sqrt(r2)`` from the root
     (``st.reach2 <= r2 <`` the chain's length squared): each bone at the angle :func:`_straight_angle` to the
-    straightening direction, ``x`` from 1 (where the straightening starts) to 0 (straight)."""
+    straightening direction, ``x`` from 1 (where the straightening starts) to 0 (straight); ``most``: the
+    largest ``x`` the root may be at (:func:`flattened_curl`'s bones, which it scales, may reach short of it)."""
     ax, ay, az = st.axis
     bones = st.bones
     sin, cos = math.sin, math.cos
@@ -651,7 +730,7 @@ def _straightened(st: Straightening, r2: float, small: float) -> tuple[list[floa
             gx, gy, gz = gx + da * ax + do * ex, gy + da * ay + do * ey, gz + da * az + do * ez
         return tx, ty, tz, gx, gy, gz
 
-    lo, hi = 0.0, 1.0  # |tip| - r: above 0 at lo (straight), below at hi (the peak)
+    lo, hi = 0.0, most  # |tip| - r: above 0 at lo (straight), below at hi (the peak)
     x = 1.0
     for _ in range(200):
         tx, ty, tz, gx, gy, gz = tip(x)

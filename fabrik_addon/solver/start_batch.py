@@ -49,14 +49,20 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
     steps = along[:, :, None] * axis[:, None] + w.real[:, :, None] * e1[:, None] + w.imag[:, :, None] * e2[:, None]
     offsets = np.concatenate([np.zeros((count, 1, 3)), np.cumsum(steps, axis=1)], axis=1)
     farther = p * p - r2 + s_re2 + s_im2 < 0.0
-    if straighten and farther.any():  # targets farther than the pose's tip: .start.extend, row by row (cached by pose)
-        for row in np.flatnonzero(farther).tolist():
+    # Targets near full reach short of the pose's tip: .start.flattened_curl (most rows: None).
+    near = ~farther & (r2 > (1.0 - 2.0 * _start.FLATTEN_FROM - _start.FLATTEN_BAND) ** 2 * total * total)
+    if straighten and (farther.any() or near.any()):  # .start.extend, row by row (cached by pose)
+        for row in np.flatnonzero(farther | near).tolist():
             pose = tuple(joints[row, :, 0].tolist()), tuple(joints[row, :, 1].tolist()), \
                 tuple(joints[row, :, 2].tolist()), tuple(lengths[row].tolist())
             pole = None
             if poles is not None and _start._shape(*pose, None).pole_decides:
                 pole = tuple(poles[row].tolist())
-            extended = _start.extend(pose, pole, float(r2[row]), float(c[row]))
+            if farther[row]:
+                extended = _start.extend(pose, pole, float(r2[row]), float(c[row]))
+            else:
+                extended = _start.flattened_curl(pose, pole, float(r2[row]), float(c[row] * fade[row]),
+                                                 float(fade[row]))
             if extended is not None:
                 offsets[row] = np.array(extended).T
 

@@ -162,14 +162,32 @@ def test_nearly_straight_chains_without_a_pole_crossing_faster_obliquely_turn_no
     _assert_crossings_like_blenders(_chain_maker(n, 2.0), (0.005,), (30.0, 45.0, 60.0))
 
 
-@pytest.mark.xfail(strict=True, reason="at 0.5-1% of the length a frame the last frame inside reach is short of "
-                   "the pose without IK's tip, where the curl is uniform (the straightening only starts from that "
-                   "pose): 1.13-1.17x Blender's, whose chain keeps 0.7-2.2 degrees at its first joint beyond reach")
+# Faster (0.5-1% of the length a frame), the last frame inside reach can fall short of the pose without IK's tip,
+# where the curl's bend used to be the pose's own (uniform): 1.13-1.17x Blender's with a pole. The curl is now
+# flattened there too (start.flattened_curl, FLATTEN_FROM): 0.87-1.08x on 4-10 bones at 30-60 degrees.
+FAST_WITH_A_POLE = [(4, 0.005, 60.0), (6, 0.01, 60.0), (10, 0.01, 45.0),  # issue 23's three
+                    (4, 0.005, 45.0), (4, 0.01, 60.0), (5, 0.005, 45.0), (5, 0.01, 60.0), (6, 0.005, 60.0),
+                    (6, 0.01, 45.0), (8, 0.005, 60.0), (8, 0.01, 45.0), (8, 0.01, 60.0), (10, 0.005, 45.0),
+                    (10, 0.01, 30.0)]
+
+
 @pytest.mark.usefixtures("solve_path")
-@pytest.mark.parametrize(("n", "speed", "angle"), [(4, 0.005, 60.0), (6, 0.01, 60.0), (10, 0.01, 45.0)],
-                         ids=["4 bones, 0.5%, 60 deg", "6 bones, 1%, 60 deg", "10 bones, 1%, 45 deg"])
+@pytest.mark.parametrize(("n", "speed", "angle"), FAST_WITH_A_POLE,
+                         ids=[f"{n} bones, {speed:.1%}, {angle:.0f} deg" for n, speed, angle in FAST_WITH_A_POLE])
 def test_nearly_straight_chains_with_a_pole_crossing_faster_obliquely_turn_no_more_than_blenders_plus_a_tenth(n, speed,
                                                                                                               angle):
+    _assert_crossings_like_blenders(_chain_maker(n, 2.0), (speed,), (angle,), pole=(0.0, 2.0, 1.0))
+
+
+@pytest.mark.xfail(strict=True, reason="the last frame inside reach lands within 2% of the pose without IK's own "
+                   "shortening (5 bones: 1.24e-3 of the length against 1.22e-3; 6 bones: 1.75e-3 against 1.78e-3), "
+                   "where the start is that pose (the IK/FK snap keeps it), bent evenly, and the chain beyond reach "
+                   "lies straight: 1.16x and 1.12x Blender's, whose chain keeps 0.6 degrees of bend beyond reach")
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("n", "speed", "angle"), [(5, 0.005, 60.0), (6, 0.005, 45.0)],
+                         ids=["5 bones, 0.5%, 60 deg", "6 bones, 0.5%, 45 deg"])
+def test_nearly_straight_chains_with_a_pole_whose_last_frame_inside_reach_is_at_the_pose_without_iks_tip(n, speed,
+                                                                                                         angle):
     worst, _, _, _ = _crossings(_chain_maker(n, 2.0), (speed,), (angle,), pole=(0.0, 2.0, 1.0))
     _assert_as_smooth_as_blender(worst)
 

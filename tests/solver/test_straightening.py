@@ -190,9 +190,59 @@ def test_a_planar_chain_straightens_flattened_with_its_end_bones_near_the_rms(n,
         np.testing.assert_allclose(_lengths(points), _lengths(joints), rtol=1e-12)
         largest, rms = _spread(points)
         assert largest <= 1.25 * rms < uniform * rms, gap
-    # Where the straightening starts, the bend is still the uniform curl's.
-    largest, rms = _spread(_start(joints, joints[0] + (1.0 - 0.0049) * length * direction))
+    # Where the straightening starts (15 degrees a joint) or past the band the curl is flattened in short of the
+    # pose without IK's tip (2 degrees: start.FLATTEN_BAND), the bend is still the uniform curl's.
+    tip = float(np.linalg.norm(joints[-1] - joints[0])) / length
+    gap = 0.0049 if 1.0 - tip > 2.0 * start.FLATTEN_FROM else 1.0 - tip + start.FLATTEN_BAND + 1e-4
+    largest, rms = _spread(_start(joints, joints[0] + (1.0 - gap) * length * direction))
     assert largest == pytest.approx(uniform * rms, rel=0.03)
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 6, 8, 10])
+@pytest.mark.parametrize("pole", [None, (0.0, 2.0, 1.0)])
+def test_a_nearly_straight_planar_chain_is_flattened_short_of_its_pose_without_iks_tip_too(n, pole):
+    """Issue 23: short of the tip of a pose without IK within start.FLATTEN_FROM of full reach, the curl's bones
+    are flattened toward the straightening's shape (a target crossing full reach fast can leave its last frame
+    inside reach there): the largest angle to the root-to-tip line goes from the uniform curl's at the pose's
+    tip, down to at most 1.3x the rms a fifth of the way into the band, and back to the uniform curl's at its
+    end; every target reached by the start, bone lengths kept, the batched start the single-chain one."""
+    joints = _planar_chain(n, 2.0)
+    lengths = _lengths(joints)
+    length = float(lengths.sum())
+    short = 1.0 - float(np.linalg.norm(joints[-1] - joints[0])) / length  # the pose without IK's tip, short of reach
+    assert short < start.FLATTEN_FROM
+    direction = _unit(np.array([0.0, 0.6, 1.0]))
+    uniform = math.sqrt(3.0 * (n - 1) / (n + 1))
+    gaps = short + start.FLATTEN_BAND * np.array([0.0, 0.2, 0.35, 0.5, 0.75, 1.0])
+    targets = joints[0] + (1.0 - gaps)[:, None] * length * direction[None]
+    ratios = []
+    for target in targets:
+        points = _start(joints, target, pole)
+        assert np.linalg.norm(points[-1] - target) <= 1e-7 * length
+        np.testing.assert_allclose(_lengths(points), lengths, rtol=1e-12)
+        largest, rms = _spread(points)
+        ratios.append(largest / rms)
+    if n > 3:  # three bones at -a, 0, a: the flattening keeps the shape
+        assert ratios[0] == pytest.approx(uniform, rel=1e-3)
+        assert max(ratios[1:4]) <= 1.3 < uniform
+    assert ratios[-1] == pytest.approx(uniform, rel=0.01)
+    batch = curled_starts(np.repeat(joints[None], len(targets), axis=0), targets,
+                          None if pole is None else np.repeat(np.array([pole]), len(targets), axis=0),
+                          np.repeat(lengths[None], len(targets), axis=0))
+    for c, target in enumerate(targets):
+        np.testing.assert_allclose(batch[c], _start(joints, target, pole), atol=1e-9)
+
+
+def test_a_pose_without_ik_far_from_full_reach_is_not_flattened_short_of_its_tip():
+    """The flattening fades out as the pose without IK's tip falls short of full reach by FLATTEN_FROM to twice
+    that: a chain bent 15 degrees a joint curls uniformly just short of its tip (as before issue 23's change)."""
+    joints = _planar_chain(6, 15.0)
+    length = float(_lengths(joints).sum())
+    short = 1.0 - float(np.linalg.norm(joints[-1] - joints[0])) / length
+    assert short > 2.0 * start.FLATTEN_FROM
+    target = joints[0] + (1.0 - short - 0.002) * length * _unit(np.array([0.0, 1.0, 1.0]))
+    largest, rms = _spread(_start(joints, target))
+    assert largest / rms == pytest.approx(math.sqrt(3.0 * 5 / 7), rel=1e-3)
 
 
 @pytest.mark.parametrize(("n", "degrees"), [(3, 2.0), (4, 2.0), (6, 2.0), (10, 1.5)])
