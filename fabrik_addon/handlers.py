@@ -81,11 +81,11 @@ def rigs(scene, depsgraph) -> list[tuple]:
     out: list = []
     suspended = _state.suspended
     for name, ob in found:
-        settings = ob.fabrik
-        chains = settings.chains
         if ob.type != 'ARMATURE' or name in suspended or ob.mode == 'EDIT':
             continue
-        if not len(chains):  # its chains removed since (by a script, which calls no update)
+        settings = ob.fabrik
+        chains = list(settings.chains)  # listed once: the solve indexes them per chain (a list is cheaper)
+        if not chains:  # its chains removed since (by a script, which calls no update)
             solve.release_all(ob, depsgraph)
             continue
         if not settings.enabled:
@@ -139,7 +139,7 @@ def refresh_feeds(found) -> None:
     """Re-read which armatures each target or pole object feeds, when chain settings or the set of rigs
     (``found``: :func:`rigs`) changed since the last read (reading every chain's target each frame is
     what this avoids)."""
-    key = (cache.generation(), [name for name, *_ in found])
+    key = (cache.generation(), [rig[0] for rig in found])
     if key == _state.feeds_key:
         return
     feeds = _state.feeds
@@ -167,9 +167,10 @@ def solve_scene(scene, depsgraph, only: set[str] | None = None, fresh: bool = Fa
         found = rigs(scene, depsgraph)
         refresh_feeds(found)
         todo = found if only is None else [rig for rig in found if rig[0] in only]
-        solve.solve_armatures([rig[1] for rig in todo], depsgraph, chains=[rig[2] for rig in todo],
-                              evaluated=[rig[3] for rig in todo])
-        _state.echo.update([rig[0] for rig in todo])
+        if todo:
+            names, obs, chains, evaluated = zip(*todo)  # (one pass: a list comprehension each cost ~0.3 us)
+            solve.solve_armatures(obs, depsgraph, chains=chains, evaluated=evaluated)
+            _state.echo.update(names)
         _state.force = False
     except Exception:  # a handler must never raise into Blender
         traceback.print_exc()

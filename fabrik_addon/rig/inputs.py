@@ -351,6 +351,13 @@ def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
     return _posed(arm, int(rig_cache.parents[rig_cache.index[bone.name]]))
 
 
+def pose_matrix(arm: ArmatureFrame, i: int) -> np.ndarray:
+    """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1), as :func:`parent_matrix`
+    gives it: for callers that hold the parent's cache index (:attr:`.plan.ChainPlan.parent`) and so need not
+    read the bone and its name (4 RNA reads a hanging chain a frame)."""
+    return _posed(arm, i)
+
+
 def _posed(arm: ArmatureFrame, i: int) -> np.ndarray:
     """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1): see :func:`parent_matrix`."""
     if i < 0:

@@ -32,7 +32,7 @@ from .inputs import (
     ChainInputs,
     ChainResult,
     chain_inputs,
-    parent_matrix,
+    pose_matrix,
     rest_side,
     unit_columns,
 )
@@ -137,7 +137,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
         parent = evaluated[names[p]].matrix.copy()
         key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
     else:
-        parent, key = Matrix(parent_matrix(arm, arm.ob.data.bones[plan.bones[0]]).tolist()), None
+        parent, key = Matrix(pose_matrix(arm, p).tolist()), None
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, names[i]) for i in plan.cache_rows] \

@@ -9,6 +9,7 @@ in mathutils and floats (:mod:`.small`). Chains below another chain and chains s
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 
 from .. import adapter, cache, diagnostics
 from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve.SMALL_BONES
@@ -18,14 +19,14 @@ from .inputs import ArmatureFrame, armature_frame, parent_matrix
 from .plan import ChainError, bone_depth, set_status
 
 
-def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = None,
-                    evaluated: list | None = None) -> None:
+def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] | None = None,
+                    evaluated: Sequence | None = None) -> None:
     """Solve every enabled chain of the armature objects ``obs`` and write their bones' rotations.
 
     Each armature, each strategy call and each tree is isolated: whatever goes wrong marks only the
     chains concerned INVALID with a message. An armature whose bones were renamed or replaced behind
     its cache (a lookup fails) is rebuilt and solved once more on its own. ``chains``: each armature's
-    ``fabrik.chains``, when already read; ``evaluated``: each one's evaluated object, likewise.
+    ``fabrik.chains`` as a list, when already read; ``evaluated``: each one's evaluated object, likewise.
     """
     released: set[ArmatureFrame] = set()
     frames: list[ArmatureFrame] = []
@@ -34,8 +35,8 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: list | None = No
         inputs.missed.clear()
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for k, ob in enumerate(obs):
-        # indexed per chain below: a list is cheaper than the collection
-        listed = list(ob.fabrik.chains if chains is None else chains[k])
+        # indexed per chain below: a list is cheaper than the collection (the frame handler's are listed)
+        listed = list(ob.fabrik.chains) if chains is None else chains[k]
         try:
             for chain in listed:
                 if not chain.enabled:
