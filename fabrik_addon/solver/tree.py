@@ -35,7 +35,7 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
-from .tree_settle import nearest_pose
+from .tree_settle import nearest_pose, nearest_turns
 
 
 @dataclass(frozen=True)
@@ -199,9 +199,10 @@ def _children(parent: np.ndarray) -> list[list[int]]:
 
 def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              tgt: np.ndarray, errors: np.ndarray, rigid: set[int], tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """The passes' pose settled onto the one nearest the start (:func:`.tree_settle.nearest_pose`) with
-    the effectors on their targets; where that cannot be (a target out of reach), with the effectors the
-    passes left outside the tolerance where they are.
+    """The pose the bones reach from the start by least-norm turns (:func:`.tree_settle.nearest_turns`)
+    with the effectors on their targets; where that cannot be (a target out of reach), with the effectors
+    the passes left outside the tolerance where they are. Where the turns do not get there, the passes'
+    pose settled onto the one nearest the start in joint distances (:func:`.tree_settle.nearest_pose`).
 
     Every effector the passes brought within ``NEAR`` of the tree's length is first tried on its target,
     not only those within the tolerance: which effectors the passes had reached depended on the pass
@@ -209,12 +210,16 @@ def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np
     children = _children(parent)
     bodies = {p: (children[p], start[children[p]] - start[p], None) for p in rigid if len(children[p]) >= 2}
     near = errors <= max(tolerance, NEAR * float(lengths.sum()))
-    if near.all():
-        settled = nearest_pose(out, start, parent, lengths, {int(e): tgt[k] for k, e in enumerate(effector)}, bodies)
+    tries = [{int(e): tgt[k] for k, e in enumerate(effector)}] if near.all() else []
+    tries.append({int(e): (tgt[k] if errors[k] <= tolerance else out[e]) for k, e in enumerate(effector)})
+    for fixed in tries:
+        turned = nearest_turns(start, parent, fixed, rigid)
+        if turned is not None:
+            return turned, np.linalg.norm(turned[effector] - tgt, axis=1)
+    for fixed in tries:
+        settled = nearest_pose(out, start, parent, lengths, fixed, bodies)
         if settled is not out:
-            return settled, np.linalg.norm(settled[effector] - tgt, axis=1)
-    fixed = {int(e): (tgt[k] if errors[k] <= tolerance else out[e]) for k, e in enumerate(effector)}
-    settled = nearest_pose(out, start, parent, lengths, fixed, bodies)
+            break
     return settled, np.linalg.norm(settled[effector] - tgt, axis=1)
 
 

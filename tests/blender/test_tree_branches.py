@@ -256,3 +256,66 @@ def test_forks_reach_their_walk_smoothly_whatever_the_pass_count(branches, trunk
                 chain.iterations, chain.tolerance = 30, 1e-3
             bpy.context.view_layer.update()
     assert worst < 3.0
+
+
+def blender_tree_ik(ob, tips: list[str], count: int, points: np.ndarray) -> float:
+    """Blender's tree IK (one IK constraint per tip, default settings) on ``ob`` through the targets
+    ``points`` (frames, tips, 3): its largest per-frame bone turn, every frame checked on target."""
+    targets = [empty(f"B.{tip}", tuple(points[0, c])) for c, tip in enumerate(tips)]
+    for tip, target in zip(tips, targets):
+        constraint = ob.pose.bones[tip].constraints.new('IK')
+        constraint.target, constraint.chain_count = target, count
+    previous, worst = None, 0.0
+    for f in range(len(points)):
+        for target, point in zip(targets, points[f]):
+            target.location = tuple(point)
+        bpy.context.view_layer.update()
+        for tip, point in zip(tips, points[f]):
+            assert np.linalg.norm(world_tail(ob, tip) - point) <= 1e-3, (f, tip)
+        rotations = world_rotations(ob)
+        if previous is not None:
+            worst = max(worst, largest_turn(previous, rotations))
+        previous = rotations
+    return worst
+
+
+SMOOTH_FORKS = [("Y at one point", lambda: creature(0.0), 3, None),
+                ("Y 0.08 apart", lambda: creature(0.08), 3, None),
+                ("Y at one point, cones", lambda: creature(0.0), 3, 1.0),
+                ("3 branches", lambda: fork_rig(3, 1, False, None), 3, None),
+                ("2-bone trunk", lambda: fork_rig(2, 2, False, None), 4, None),
+                ("unequal branches", lambda: fork_rig(2, 1, True, None), 3, None),
+                ("3 unequal on a 2-bone trunk, cones", lambda: fork_rig(3, 2, True, 0.8), 4, 0.8)]
+
+
+@pytest.mark.parametrize(("make", "count", "cone"), [case[1:] for case in SMOOTH_FORKS],
+                         ids=[case[0] for case in SMOOTH_FORKS])
+def test_forks_turn_no_more_a_frame_than_blenders_tree_ik(make, count, cone):
+    """A fork walked through its own forward kinematics at default settings: FABRIK's largest per-frame
+    bone turn is at most 1.25 times that of Blender's tree IK on the same rig and targets (issue 23 asks
+    for 2 times; measured 0.95-1.05 times), every frame reached. ``cone`` (radians) limits every branch
+    bone of FABRIK's rig; the walk stays inside it, so Blender's rig goes without. Before, the fork
+    settled onto the pose nearest its start in joint distances, which kept each branch's first bone still
+    and swung its last: 1.6-2.8 times Blender's."""
+    ob = make()
+    tips, points = walk(ob, FRAMES, ())
+    for pb in ob.pose.bones if cone is not None else ():
+        if pb.name[0] in "ab":
+            pb.fabrik_limit.mode = 'CONE'
+            limit = pb.fabrik_limit
+            limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = cone
+    chains = [add_default_chain(ob, tip, count, empty(f"T.{tip}", tuple(points[0, c])))
+              for c, tip in enumerate(tips)]
+    previous, worst = None, 0.0
+    for f in range(FRAMES):
+        for chain, point in zip(chains, points[f]):
+            chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        for chain in chains:
+            assert chain.status == 'REACHED', (f, chain.name, chain.message)
+        rotations = world_rotations(ob)
+        if previous is not None:
+            worst = max(worst, largest_turn(previous, rotations))
+        previous = rotations
+    blender = blender_tree_ik(make(), tips, count, points)
+    assert worst <= 1.25 * blender, (worst, blender)
