@@ -173,9 +173,15 @@ def solve_tree(
         out, errors, used, settled = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
                                                      resolved, tolerance, int(max_iterations), min_improvement)
         iterations += used
-    elif resolved is None and (pole is None or np.isnan(pole).all()) and (weight > 0.0).all() \
-            and _forks(parent, effector):
+    elif resolved is None and (weight > 0.0).all() and _forks(parent, effector):
         out, errors = _nearest(out, pts, parent, lengths, effector, tgt, errors, rigid_set, tolerance)
+        if pole is not None and not np.isnan(pole).all():
+            # The settle leaves the poles out: each rolls its own branch after, as in the passes.
+            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
+            _turn_branches(_pole_branches(parent, _children(parent), effector, pole, rigid_set), pole, xs, ys, zs,
+                           EPS * float(lengths.sum()))
+            out = np.array([xs, ys, zs]).T
+            errors = np.linalg.norm(out[effector] - tgt, axis=1)
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
