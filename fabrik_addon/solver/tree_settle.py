@@ -254,6 +254,10 @@ TURN_STEPS = 40
 TURN_CLIP = 0.5
 TURN_DONE = 1e-12
 TURN_PATIENCE = 6
+# Damping of the steps (a fraction of the squared length): where J J^T is nearly singular (a nearly straight
+# branch) undamped steps took float32 noise in the pose without IK to 1.7e-5 (snapping FK to IK); 1e-4
+# slowed the steps until they gave up.
+TURN_DAMP = 1e-9
 
 
 def nearest_turns(start: np.ndarray, parent: np.ndarray, fixed: dict[int, np.ndarray],
@@ -324,7 +328,7 @@ def nearest_turns(start: np.ndarray, parent: np.ndarray, fixed: dict[int, np.nda
         for k, (e, path) in enumerate(zip(effectors, paths)):
             for g in path:
                 a[3 * k:3 * k + 3, 3 * g:3 * g + 3] = -_skew(x[e] - x[groups[g][0]]) @ carried[g] @ _left(omega[g])
-        step = (a.T @ _solve(a @ a.T, residual)).reshape(-1, 3)
+        step = (a.T @ _solve(a @ a.T + TURN_DAMP * scale * scale * np.eye(len(goal)), residual)).reshape(-1, 3)
         big = float(np.linalg.norm(step, axis=1).max())
         omega += step * min(1.0, TURN_CLIP / big) if big > 0.0 else 0.0
     return None
