@@ -491,6 +491,7 @@ def _creature_bones(gap: float) -> list[tuple]:
 ARMS = [("fore.L", 4, None), ("fore.R", 4, None)]
 ARM_POLES = [("fore.L", 4, (0.7, 0.0, 0.1)), ("fore.R", 4, (-0.7, 0.0, 0.1))]  # below the elbows
 HINGE = (math.radians(-150.0), math.radians(150.0))
+Y_POLES = [("b.L", 3, (0.45, 1.0, 1.5)), ("b.R", 3, (-0.45, 1.0, 1.5))]  # in front of the Y's elbows
 TREES = [
     TreeRig("torso, hinge forearms", _torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},
             planar=("fore.L", "fore.R")),
@@ -501,6 +502,8 @@ TREES = [
     TreeRig("Y, branches 0.08 apart", _creature_bones(0.08), [("b.L", 3, None), ("b.R", 3, None)]),
     TreeRig("Y at one point, cones", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)],
             cones={n: (0.6, 0.6, 0.6, 0.6) for n in ("a.L", "b.L", "a.R", "b.R")}),
+    TreeRig("Y at one point, poles", _creature_bones(0.0), Y_POLES),
+    TreeRig("Y 0.08 apart, poles", _creature_bones(0.08), Y_POLES),
 ]
 TREE_WALK = 0.27  # radians: each bone's swing in the forward-kinematics walk (steps <= 0.45% of a chain)
 

@@ -35,7 +35,7 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
-from .tree_settle import nearest_pose
+from .tree_settle import nearest_pose, nearest_turns
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,15 @@ def solve_tree(
         out, errors, used, settled = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
                                                      resolved, tolerance, int(max_iterations), min_improvement)
         iterations += used
-    elif resolved is None and (pole is None or np.isnan(pole).all()) and (weight > 0.0).all() \
-            and _forks(parent, effector):
+    elif resolved is None and (weight > 0.0).all() and _forks(parent, effector):
         out, errors = _nearest(out, pts, parent, lengths, effector, tgt, errors, rigid_set, tolerance)
+        if pole is not None and not np.isnan(pole).all():
+            # The settle leaves the poles out: each rolls its own branch after, as in the passes.
+            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
+            _turn_branches(_pole_branches(parent, _children(parent), effector, pole, rigid_set), pole, xs, ys, zs,
+                           EPS * float(lengths.sum()))
+            out = np.array([xs, ys, zs]).T
+            errors = np.linalg.norm(out[effector] - tgt, axis=1)
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
@@ -199,9 +205,10 @@ def _children(parent: np.ndarray) -> list[list[int]]:
 
 def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              tgt: np.ndarray, errors: np.ndarray, rigid: set[int], tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """The passes' pose settled onto the one nearest the start (:func:`.tree_settle.nearest_pose`) with
-    the effectors on their targets; where that cannot be (a target out of reach), with the effectors the
-    passes left outside the tolerance where they are.
+    """The pose the bones reach from the start by least-norm turns (:func:`.tree_settle.nearest_turns`)
+    with the effectors on their targets; where that cannot be (a target out of reach), with the effectors
+    the passes left outside the tolerance where they are. Where the turns do not get there, the passes'
+    pose settled onto the one nearest the start in joint distances (:func:`.tree_settle.nearest_pose`).
 
     Every effector the passes brought within ``NEAR`` of the tree's length is first tried on its target,
     not only those within the tolerance: which effectors the passes had reached depended on the pass
@@ -209,12 +216,16 @@ def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np
     children = _children(parent)
     bodies = {p: (children[p], start[children[p]] - start[p], None) for p in rigid if len(children[p]) >= 2}
     near = errors <= max(tolerance, NEAR * float(lengths.sum()))
-    if near.all():
-        settled = nearest_pose(out, start, parent, lengths, {int(e): tgt[k] for k, e in enumerate(effector)}, bodies)
+    tries = [{int(e): tgt[k] for k, e in enumerate(effector)}] if near.all() else []
+    tries.append({int(e): (tgt[k] if errors[k] <= tolerance else out[e]) for k, e in enumerate(effector)})
+    for fixed in tries:
+        turned = nearest_turns(start, parent, fixed, rigid)
+        if turned is not None:
+            return turned, np.linalg.norm(turned[effector] - tgt, axis=1)
+    for fixed in tries:
+        settled = nearest_pose(out, start, parent, lengths, fixed, bodies)
         if settled is not out:
-            return settled, np.linalg.norm(settled[effector] - tgt, axis=1)
-    fixed = {int(e): (tgt[k] if errors[k] <= tolerance else out[e]) for k, e in enumerate(effector)}
-    settled = nearest_pose(out, start, parent, lengths, fixed, bodies)
+            break
     return settled, np.linalg.norm(settled[effector] - tgt, axis=1)
 
 

@@ -152,25 +152,29 @@ def test_a_torso_pose_depends_only_on_the_frame_inputs():
 MODES = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
 
 
-@pytest.mark.parametrize(("gap", "cone"), [
-    (0.0, None),
-    # modes agree to 1e-4 up to frame 29, where a bone turns 5.8 degrees (5.7 before the tree's passes were
-    # extrapolated): not yet traced
-    (0.08, None),
-    (0.0, 1.0),
-], ids=["at one point", "0.08 apart", "at one point, cones"])
-def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode(gap, cone):
+@pytest.mark.parametrize(("make", "count", "cone"), [
+    (lambda: creature(0.0), 3, None),
+    (lambda: creature(0.08), 3, None),
+    (lambda: creature(0.0), 3, 1.0),
+    (lambda: fork_rig(3, 1, False, None), 3, None),
+    (lambda: fork_rig(2, 2, False, None), 4, None),
+    (lambda: fork_rig(2, 1, True, None), 3, None),
+], ids=["at one point", "0.08 apart", "at one point, cones", "3 branches", "2-bone trunk", "unequal branches"])
+def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode(make, count, cone):
     """The trunk's roll, which branches starting at one point do not fix, follows the pose without IK:
     no bone turns 5 degrees between frames, and the same pose without IK stored in four rotation modes
     gives the same world pose (to 1e-4, default settings). Before: 180-degree flips between frames and
     between modes."""
     rng = np.random.default_rng(4)
-    base = [Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3)) for axis in rng.normal(size=(5, 3))]
+    probe = make()
+    bones = len(probe.pose.bones)
+    bpy.data.objects.remove(probe)
+    base = [Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3)) for axis in rng.normal(size=(bones, 3))]
     rigs = []
     for k, mode in enumerate(MODES):
-        ob = creature(gap)
+        ob = make()
         ob.name = f"Y.{mode}"
-        for pb in ob.pose.bones[1:] if cone is not None else ():
+        for pb in [pb for pb in ob.pose.bones if pb.name[0] in "ab"] if cone is not None else ():
             pb.fabrik_limit.mode = 'CONE'
             limit = pb.fabrik_limit
             limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = cone
@@ -179,7 +183,7 @@ def test_a_fork_keeps_a_continuous_roll_the_same_in_every_rotation_mode(gap, con
         for pb, q in zip(ob.pose.bones, base):
             pb.rotation_mode = mode
             set_rotation(pb, q)
-        chains = [add_default_chain(ob, tip, 3, empty(f"T.{tip}.{mode}", tuple(points[0, c])))
+        chains = [add_default_chain(ob, tip, count, empty(f"T.{tip}.{mode}", tuple(points[0, c])))
                   for c, tip in enumerate(tips)]
         rigs.append((ob, chains))
     previous = None
@@ -256,3 +260,78 @@ def test_forks_reach_their_walk_smoothly_whatever_the_pass_count(branches, trunk
                 chain.iterations, chain.tolerance = 30, 1e-3
             bpy.context.view_layer.update()
     assert worst < 3.0
+
+
+def blender_tree_ik(ob, tips: list[str], count: int, points: np.ndarray) -> float:
+    """Blender's tree IK (one IK constraint per tip, default settings) on ``ob`` through the targets
+    ``points`` (frames, tips, 3): its largest per-frame bone turn, every frame checked on target."""
+    targets = [empty(f"B.{tip}", tuple(points[0, c])) for c, tip in enumerate(tips)]
+    for tip, target in zip(tips, targets):
+        constraint = ob.pose.bones[tip].constraints.new('IK')
+        constraint.target, constraint.chain_count = target, count
+    previous, worst = None, 0.0
+    for f in range(len(points)):
+        for target, point in zip(targets, points[f]):
+            target.location = tuple(point)
+        bpy.context.view_layer.update()
+        for tip, point in zip(tips, points[f]):
+            assert np.linalg.norm(world_tail(ob, tip) - point) <= 1e-3, (f, tip)
+        rotations = world_rotations(ob)
+        if previous is not None:
+            worst = max(worst, largest_turn(previous, rotations))
+        previous = rotations
+    return worst
+
+
+Y_POLES = {"b.L": (0.45, 1.0, 1.5), "b.R": (-0.45, 1.0, 1.5)}  # in front of the elbows
+SMOOTH_FORKS = [("Y at one point", lambda: creature(0.0), 3, None),
+                ("Y at one point, poles", lambda: creature(0.0), 3, Y_POLES),
+                ("Y 0.08 apart, poles", lambda: creature(0.08), 3, Y_POLES),
+                ("Y 0.08 apart", lambda: creature(0.08), 3, None),
+                ("Y at one point, cones", lambda: creature(0.0), 3, 1.0),
+                ("3 branches", lambda: fork_rig(3, 1, False, None), 3, None),
+                ("2-bone trunk", lambda: fork_rig(2, 2, False, None), 4, None),
+                ("unequal branches", lambda: fork_rig(2, 1, True, None), 3, None),
+                ("3 unequal on a 2-bone trunk, cones", lambda: fork_rig(3, 2, True, 0.8), 4, 0.8)]
+
+
+@pytest.mark.parametrize(("make", "count", "cone"), [case[1:] for case in SMOOTH_FORKS],
+                         ids=[case[0] for case in SMOOTH_FORKS])
+def test_forks_turn_no_more_a_frame_than_blenders_tree_ik(make, count, cone):
+    """A fork walked through its own forward kinematics at default settings: FABRIK's largest per-frame
+    bone turn is at most 1.25 times that of Blender's tree IK on the same rig and targets (issue 23 asks
+    for 2 times; measured 0.95-1.05 times), every frame reached. ``cone`` (radians) limits every branch
+    bone of FABRIK's rig; the walk stays inside it, so Blender's rig goes without. ``cone`` a dict: a pole
+    for each branch instead, each elbow within 1 degree of the plane of its branch's root, target and pole;
+    Blender's tree IK ignores poles, and the plane turns as the target passes the pole: at most 2 times
+    (measured 1.54). Before, the fork settled onto the pose nearest its start in joint
+    distances, which kept each branch's first bone still and swung its last: 1.6-2.8 times Blender's;
+    with poles it did not settle: 3.7-4.9 times, 28-57 of 800 tip-frames missed on the benchmark's Y."""
+    ob = make()
+    tips, points = walk(ob, FRAMES, ())
+    poles = cone if isinstance(cone, dict) else {}
+    cone = None if poles else cone
+    for pb in ob.pose.bones if cone is not None else ():
+        if pb.name[0] in "ab":
+            pb.fabrik_limit.mode = 'CONE'
+            limit = pb.fabrik_limit
+            limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = cone
+    chains = [add_default_chain(ob, tip, count, empty(f"T.{tip}", tuple(points[0, c])),
+                                empty(f"P.{tip}", poles[tip]) if poles else None) for c, tip in enumerate(tips)]
+    previous, worst = None, 0.0
+    for f in range(FRAMES):
+        for chain, point in zip(chains, points[f]):
+            chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        for chain, point in zip(chains, points[f]):
+            assert chain.status == 'REACHED', (f, chain.name, chain.message)
+            if poles:
+                upper = ob.pose.bones[chain.tip_bone].parent.name
+                assert plane_degrees(world_head(ob, upper), point, np.array(poles[chain.tip_bone]),
+                                     world_tail(ob, upper)) <= 1.0, f
+        rotations = world_rotations(ob)
+        if previous is not None:
+            worst = max(worst, largest_turn(previous, rotations))
+        previous = rotations
+    blender = blender_tree_ik(make(), tips, count, points)
+    assert worst <= (2.0 if poles else 1.25) * blender, (worst, blender)
