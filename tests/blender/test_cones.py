@@ -128,11 +128,13 @@ def test_the_issues_coned_leg_is_as_smooth_as_blenders_ik_and_keeps_its_cones():
 
 
 @pytest.mark.usefixtures("solve_path")
-def test_the_same_coned_keys_in_every_rotation_mode_give_the_same_world_pose():
-    """Issue 23's ill-conditioned case: a 4-bone chain with cones on a rotated, scaled armature parented to a
-    moving empty, its FK pose keyed on every frame, the same keys stored in eight rotation modes; targets
-    near the rest tip and beyond what the cones allow. Limited FABRIK put the poses 0.32-1.56 units apart."""
-    n, frames = 4, 12
+@pytest.mark.parametrize("n", [4, 6])
+def test_the_same_coned_keys_in_every_rotation_mode_give_the_same_world_pose(n):
+    """Issue 23's ill-conditioned case: a 4-bone chain (and a 6-bone one, through the proximal fit) with cones
+    on a rotated, scaled armature parented to a moving empty, its FK pose keyed on every frame, the same keys
+    stored in eight rotation modes; targets near the rest tip and beyond what the cones allow. Limited FABRIK
+    put the 4-bone poses 0.32-1.56 units apart."""
+    frames = 12
     rng = np.random.default_rng(23)
     carrier = empty("Carrier")
     for frame in range(1, frames + 1):
