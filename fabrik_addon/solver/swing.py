@@ -73,8 +73,8 @@ POLISHED_START_BELOW = 4
 # on every solve: the polish switched on where the near fit missed by 3 tolerances, and the beyond fit restarted
 # from the wide fit's pose where the polish fell short, turned 5-6 bones 9.4-13 degrees in a frame by the edge
 # of what the cones allow (6.5 with the polish always on: holding the tip within the tolerance there makes the
-# pose turn fast); 3.5 this way, the tip rounding that edge up to 6.6e-3 of the length short. Below it the
-# polished flow keeps its measured figures (the coned leg 1.15 degrees a frame; 1.67 the proximal way).
+# pose turn fast); 3.5-4.3 this way, the tip rounding that edge up to 6.6e-3 of the length short. Below it
+# the polished flow keeps its measured figures (the coned leg 1.15 degrees a frame; 1.67 the proximal way).
 PROXIMAL_FROM = 5
 PROXIMAL_STEPS = 3
 PROXIMAL_PER_TOLERANCE = 3.0
