@@ -184,36 +184,16 @@ def test_short_coned_chains_pass_the_edge_of_their_cones_and_the_bend_plane_smoo
     hardest stretches: the target passing the edge of what the cones allow and crossing the bend plane beyond
     it (limited FABRIK turned a bone 11-29 degrees in a frame there; the quality benchmark, 400 frames: 1.9-4.5).
     No bone turns 5 degrees in a frame, none leaves its cone, and a missed target is held by the limits."""
-    ours, joints = leg("Ours", n)
-    windows = [list(range(35, 60)), list(range(88, 112))]
-    points = [point for window in windows for point in (loop(joints, 400)[k] for k in window)]
-    target = empty("Target", points[0])
-    key_path(target, points, list(range(1, len(points) + 1)))
-    set_cones(ours, n)
-    chain = add_chain(ours, f"b{n - 1}", n, target, pole=empty("Pole", (0.0, 2.0, 1.0)) if pole else None,
-                      tolerance=1e-3, iterations=30)
-    worst, previous = 0.0, None
-    for frame in range(1, len(points) + 1):
-        bpy.context.scene.frame_set(frame)
-        rotations = world_rotations(ours, n)
-        if previous is not None and frame != len(windows[0]) + 1:  # not across the gap between the windows
-            worst = max(worst, turn_degrees(previous, rotations))
-        previous = rotations
-        assert cone_excess(ours, n) <= 1e-6
-        if chain.status != 'REACHED':
-            assert chain.limited_by == 'LIMIT'
+    worst, _ = _walk_loop_windows(n, pole, [list(range(35, 60)), list(range(88, 112))])
     assert worst < 5.0
 
 
-@pytest.mark.usefixtures("solve_path")
-@pytest.mark.parametrize(("n", "pole"), [(5, False), (6, False), (6, True), (7, True)])
-def test_five_to_seven_coned_bones_pass_the_edge_of_their_cones_smoothly(n, pole):
-    """5-7 bone chains in the issue's cones on the quality loop, where the target passes the edge of what the
-    cones allow and comes back (the reaching pose turns fast there): a polish stage switched on by the tip's
-    distance, and a beyond fit restarted from another pose, turned 5-6 bones 8.7-13 degrees in a frame. No
-    bone turns 5 degrees in a frame, none leaves its cone, and a missed target is held by the limits."""
+def _walk_loop_windows(n: int, pole: bool, windows: list[list[int]]) -> tuple[float, set[str]]:
+    """Play an ``n``-bone leg in the issue's cones (a pole or not) with its target keyed over ``windows`` of the
+    quality loop's 400 frames, one after the other; check every frame that no cone is exceeded and that a missed
+    target is held by the limits. Returns the largest bone turn between two frames (not across the gap between
+    windows) and the statuses seen."""
     ours, joints = leg("Ours", n)
-    windows = [list(range(80, 115)), list(range(230, 265))] if n < 7 else [list(range(150, 180)), list(range(180, 205))]
     points = [point for window in windows for point in (loop(joints, 400)[k] for k in window)]
     target = empty("Target", points[0])
     key_path(target, points, list(range(1, len(points) + 1)))
@@ -224,12 +204,24 @@ def test_five_to_seven_coned_bones_pass_the_edge_of_their_cones_smoothly(n, pole
     for frame in range(1, len(points) + 1):
         bpy.context.scene.frame_set(frame)
         rotations = world_rotations(ours, n)
-        if previous is not None and frame != len(windows[0]) + 1:  # not across the gap between the windows
+        if previous is not None and frame != len(windows[0]) + 1:
             worst = max(worst, turn_degrees(previous, rotations))
         previous = rotations
         assert cone_excess(ours, n) <= 1e-6
         statuses.add(chain.status)
         if chain.status != 'REACHED':
             assert chain.limited_by == 'LIMIT'
+    return worst, statuses
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("n", "pole"), [(5, False), (6, False), (6, True), (7, True)])
+def test_five_to_seven_coned_bones_pass_the_edge_of_their_cones_smoothly(n, pole):
+    """5-7 bone chains in the issue's cones on the quality loop, where the target passes the edge of what the
+    cones allow and comes back (the reaching pose turns fast there): a polish stage switched on by the tip's
+    distance, and a beyond fit restarted from another pose, turned 5-6 bones 8.7-13 degrees in a frame. No
+    bone turns 5 degrees in a frame, none leaves its cone, and a missed target is held by the limits."""
+    windows = [list(range(80, 115)), list(range(230, 265))] if n < 7 else [list(range(150, 180)), list(range(180, 205))]
+    worst, statuses = _walk_loop_windows(n, pole, windows)
     assert 'REACHED' in statuses and 'UNREACHABLE' in statuses  # both sides of the edge
     assert worst < 5.0
