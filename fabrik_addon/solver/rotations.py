@@ -74,6 +74,11 @@ def cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a[..., _NEXT] * b[..., _AFTER] - a[..., _AFTER] * b[..., _NEXT]
 
 
+def skew(a: np.ndarray) -> np.ndarray:
+    """``[a]x``, the cross-product matrix of a 3-vector: ``skew(a) @ b == a x b``."""
+    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
+
+
 def inverse3(m: np.ndarray) -> np.ndarray:
     """Inverses of 3x3 matrices ``(..., 3, 3)`` by the adjugate: row i is the cross product of the two
     columns other than i, over the determinant. A few whole-array calls instead of LAPACK's loop

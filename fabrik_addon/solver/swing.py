@@ -36,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .limits import ConeLimit, ResolvedLimits
-from .rotations import turn_floats
+from .rotations import skew, turn_floats
 
 # Weights of the pull toward the reference (swing radians squared against the tip's distance squared
 # over the chain's length squared). The wide fit's pull is strong enough that a target beyond the cones
@@ -158,7 +158,7 @@ def _turned(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     (:func:`.turn_floats` on arrays): with ``w = a x b`` and ``c = a.b``, ``x + w x x + w x (w x x) / (1 + c)``
     is ``c x + (a.x) b - (b.x) a + (w.x) w / (1 + c)``: a dozen whole-array calls, no cross products."""
     c = b @ a
-    w = b @ _skew(a).T
+    w = b @ skew(a).T
     opposite = c < -1.0 + 1e-12
     k = np.einsum("ki,ki->k", w, x) / np.where(opposite, 1.0, 1.0 + c)
     out = (c[:, None] * x + (x @ a)[:, None] * b - np.einsum("ki,ki->k", b, x)[:, None] * a
@@ -169,9 +169,6 @@ def _turned(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _skew(a: np.ndarray) -> np.ndarray:
-    """``[a]x``: ``_skew(a) @ b == a x b``."""
-    return np.array([[0.0, -a[2], a[1]], [a[2], 0.0, -a[0]], [-a[1], a[0], 0.0]])
 
 
 def tip_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
@@ -409,13 +406,8 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         # (the free pose) that grows with the square of the shortfall, a continuous function of the target,
         # keeps one pose; near the edge it vanishes, so there the pose meets the one that reaches. Far out it
         # stops growing, so the tip still comes as near the target as the cones let it.
-        pull = min(MU_BEYOND * ((error - tolerance) / length) ** BEYOND_POWER, MU_BEYOND_CAP)
-        mu = mu_near + pull
-        centre = (mu_near * start + pull * q_ref) / mu
-        beyond, more, settled_beyond = _minimise(start, centre, mu, root, target, lengths, limits)
-        joints = joints_of(beyond, root, lengths, limits)
-        error = float(np.linalg.norm(joints[-1] - target))
-        steps, settled = steps + more, settled and settled_beyond
+        beyond = _fit_beyond(start, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
+        return SwingFit(beyond.joints, beyond.error, steps + beyond.steps, settled and beyond.settled)
     return SwingFit(joints, error, steps, settled)
 
 
@@ -432,12 +424,21 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
         near, more, settled_near = _minimise(near, near, mu_near, root, target, lengths, limits)
         steps, settled = steps + more, settled and settled_near
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
-    pull = min(MU_BEYOND * (max(error - tolerance, 0.0) / length) ** BEYOND_POWER, MU_BEYOND_CAP)
+    final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
+    return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled)
+
+
+def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
+                target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits, tolerance: float) -> SwingFit:
+    """The beyond fit from swings ``start`` whose tip misses by ``error``: pulled toward ``start`` by ``mu_near``
+    and toward the reference ``q_ref`` by MU_BEYOND * (shortfall past the tolerance / length)**BEYOND_POWER,
+    capped at MU_BEYOND_CAP (zero within the tolerance); its own steps and whether it settled."""
+    pull = min(MU_BEYOND * (max(error - tolerance, 0.0) / float(lengths.sum())) ** BEYOND_POWER, MU_BEYOND_CAP)
     mu = mu_near + pull
-    centre = (mu_near * near + pull * q_ref) / mu
-    final, more, settled_final = _minimise(near, centre, mu, root, target, lengths, limits)
-    joints = joints_of(final, root, lengths, limits)
-    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps + more, settled and settled_final)
+    centre = (mu_near * start + pull * q_ref) / mu
+    beyond, steps, settled = _minimise(start, centre, mu, root, target, lengths, limits)
+    joints = joints_of(beyond, root, lengths, limits)
+    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled)
 
 
 def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, target: np.ndarray,

@@ -35,7 +35,7 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
-from .tree_settle import nearest_pose, nearest_turns
+from .tree_settle import children_of, nearest_pose, nearest_turns
 
 
 @dataclass(frozen=True)
@@ -178,7 +178,7 @@ def solve_tree(
         if pole is not None and not np.isnan(pole).all():
             # The settle leaves the poles out: each rolls its own branch after, as in the passes.
             xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
-            _turn_branches(_pole_branches(parent, _children(parent), effector, pole, rigid_set), pole, xs, ys, zs,
+            _turn_branches(_pole_branches(parent, children_of(parent), effector, pole, rigid_set), pole, xs, ys, zs,
                            EPS * float(lengths.sum()))
             out = np.array([xs, ys, zs]).T
             errors = np.linalg.norm(out[effector] - tgt, axis=1)
@@ -195,14 +195,6 @@ def _forks(parent: np.ndarray, effector: np.ndarray) -> bool:
     return bool((counts >= 2).any() or (counts[effector] >= 1).any())
 
 
-def _children(parent: np.ndarray) -> list[list[int]]:
-    """Each joint's children, in joint order (``parent``: each joint's parent, -1 for the root)."""
-    children: list[list[int]] = [[] for _ in range(len(parent))]
-    for j in range(1, len(parent)):
-        children[int(parent[j])].append(j)
-    return children
-
-
 def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              tgt: np.ndarray, errors: np.ndarray, rigid: set[int], tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """The pose the bones reach from the start by least-norm turns (:func:`.tree_settle.nearest_turns`)
@@ -213,7 +205,7 @@ def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np
     Every effector the passes brought within ``NEAR`` of the tree's length is first tried on its target,
     not only those within the tolerance: which effectors the passes had reached depended on the pass
     count and the tolerance (a 2-bone trunk's pose 1.7e-3 apart with 300 passes to 1e-5)."""
-    children = _children(parent)
+    children = children_of(parent)
     bodies = {p: (children[p], start[children[p]] - start[p], None) for p in rigid if len(children[p]) >= 2}
     near = errors <= max(tolerance, NEAR * float(lengths.sum()))
     tries = [{int(e): tgt[k] for k, e in enumerate(effector)}] if near.all() else []
@@ -414,7 +406,7 @@ class _Walk:
     def of(cls, pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
            weight: np.ndarray, pole: np.ndarray | None, rigid: set[int]) -> _Walk:
         count = len(pts)
-        children = _children(parent)
+        children = children_of(parent)
         # Pull of each joint's subtree: the weights of the effectors at or below it.
         pull = np.zeros(count)
         for e, w in zip(effector, weight):

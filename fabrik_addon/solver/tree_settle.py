@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from .rotations import skew
+
 # Sequential quadratic steps: each moves the joints toward the start inside the tangent space of the
 # constraints, then back onto them; these many at most, until a step moves no joint more than
 # ``SETTLE_STEP`` of the tree's length.
@@ -30,6 +32,14 @@ HANDLE_SPREAD = 0.25
 TRUST = 0.05
 # Newton steps back onto the constraints after each move.
 PROJECT_STEPS = 4
+
+
+def children_of(parent: np.ndarray) -> list[list[int]]:
+    """Each joint's children, in joint order (``parent``: each joint's parent, -1 for the root)."""
+    children: list[list[int]] = [[] for _ in range(len(parent))]
+    for j in range(1, len(parent)):
+        children[int(parent[j])].append(j)
+    return children
 
 
 def nearest_pose(pts: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray,
@@ -283,10 +293,7 @@ def nearest_turns(start: np.ndarray, parent: np.ndarray, fixed: dict[int, np.nda
     """
     groups: list[tuple[int, list[int]]] = []
     group_of: dict[int, int] = {}  # joint -> the bone ending at it
-    children = [[] for _ in range(len(parent))]  # type: list[list[int]]
-    for j in range(1, len(parent)):
-        children[int(parent[j])].append(j)
-    for p, kids in enumerate(children):
+    for p, kids in enumerate(children_of(parent)):
         for members in ([kids] if p in rigid and kids else [[c] for c in kids]):
             for c in members:
                 group_of[c] = len(groups)
@@ -327,19 +334,15 @@ def nearest_turns(start: np.ndarray, parent: np.ndarray, fixed: dict[int, np.nda
         a = np.zeros((len(goal), 3 * count))
         for k, (e, path) in enumerate(zip(effectors, paths)):
             for g in path:
-                a[3 * k:3 * k + 3, 3 * g:3 * g + 3] = -_skew(x[e] - x[groups[g][0]]) @ carried[g] @ _left(omega[g])
+                a[3 * k:3 * k + 3, 3 * g:3 * g + 3] = -skew(x[e] - x[groups[g][0]]) @ carried[g] @ _left(omega[g])
         step = (a.T @ _solve(a @ a.T + TURN_DAMP * scale * scale * np.eye(len(goal)), residual)).reshape(-1, 3)
         big = float(np.linalg.norm(step, axis=1).max())
         omega += step * min(1.0, TURN_CLIP / big) if big > 0.0 else 0.0
     return None
 
-def _skew(v: np.ndarray) -> np.ndarray:
-    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
-
-
 def _exp(w: np.ndarray) -> np.ndarray:
     angle = float(np.linalg.norm(w))
-    k = _skew(w)
+    k = skew(w)
     if angle < 1e-9:
         return np.eye(3) + k + 0.5 * k @ k
     return np.eye(3) + math.sin(angle) / angle * k + (1.0 - math.cos(angle)) / (angle * angle) * k @ k
@@ -348,7 +351,7 @@ def _exp(w: np.ndarray) -> np.ndarray:
 def _left(w: np.ndarray) -> np.ndarray:
     """SO(3)'s left Jacobian: exp(w + dw) = exp(_left(w) dw) exp(w) to first order."""
     angle = float(np.linalg.norm(w))
-    k = _skew(w)
+    k = skew(w)
     if angle < 1e-6:
         return np.eye(3) + 0.5 * k + k @ k / 6.0
     return np.eye(3) + (1.0 - math.cos(angle)) / angle ** 2 * k + (angle - math.sin(angle)) / angle ** 3 * k @ k
