@@ -58,7 +58,7 @@ class ArmatureFrame:
     # Chains hang below others: every write records its matrices in ``new_matrices`` for them.
     keep_matrices: bool = False
     # Armature-space pose matrices written this frame, for chains hanging below them.
-    new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
+    new_matrices: dict[str, Matrix | np.ndarray] = field(default_factory=dict)
 
     @_once
     def inv_world(self) -> np.ndarray:
@@ -340,7 +340,7 @@ def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[boo
 
 
 def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
-    """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone).
+    """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone), as numpy.
 
     A parent already moved by another chain this frame is taken from that solve; a parent below
     such a bone is recomputed from it; any other is taken from the evaluated pose. The walk goes by
@@ -348,32 +348,33 @@ def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
     each time, cost 0.35 of the metarig's 0.49 s over 60 frames).
     """
     rig_cache = arm.cache
-    return _posed(arm, int(rig_cache.parents[rig_cache.index[bone.name]]))
+    return np.array(pose_matrix(arm, int(rig_cache.parents[rig_cache.index[bone.name]])))
 
 
-def pose_matrix(arm: ArmatureFrame, i: int) -> np.ndarray:
+def pose_matrix(arm: ArmatureFrame, i: int) -> Matrix:
     """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1), as :func:`parent_matrix`
-    gives it: for callers that hold the parent's cache index (:attr:`.plan.ChainPlan.parent`) and so need not
-    read the bone and its name (4 RNA reads a hanging chain a frame)."""
-    return _posed(arm, i)
+    gives it, in mathutils: for callers that hold the parent's cache index (:attr:`.plan.ChainPlan.parent`) and
+    so need not read the bone and its name (4 RNA reads a hanging chain a frame).
 
-
-def _posed(arm: ArmatureFrame, i: int) -> np.ndarray:
-    """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1): see :func:`parent_matrix`."""
+    mathutils, not numpy: a walk is a few 4x4 products on one bone each, where numpy's per-call overhead
+    and the conversions to and from it cost more than the products (the Rigify metarig's arms and finger
+    took 45 us a frame in numpy). ``new_matrices`` holds mathutils matrices from the few-chain path and
+    numpy ones from the batched path and trees: either is read. The result is a new matrix (callers may keep it).
+    """
     if i < 0:
-        return np.eye(4)
+        return Matrix.Identity(4)
     rig_cache, moved = arm.cache, arm.new_matrices
     names, parents = rig_cache.names, rig_cache.parents
     name = names[i]
-    if name in moved:
-        return moved[name]
+    found = moved.get(name)
+    if found is not None:
+        return found.copy() if isinstance(found, Matrix) else Matrix(found.tolist())
     walk = parents[i]
     while walk >= 0 and names[walk] not in moved:
         walk = parents[walk]
     if walk < 0:
-        return adapter.matrix_to_np(arm.ev_bones[name].matrix)
-    basis = adapter.matrix_to_np(arm.ev_bones[name].matrix_basis)
-    return _posed(arm, int(parents[i])) @ rig_cache.rel[i] @ basis
+        return arm.ev_bones[name].matrix.copy()
+    return pose_matrix(arm, int(parents[i])) @ rig_cache.rel_matrices[i] @ arm.ev_bones[name].matrix_basis
 
 
 def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], joints: np.ndarray,

@@ -56,6 +56,7 @@ class StartPose:
     coords: tuple[list[float], list[float], list[float]]  # x, y and z of the placed bones' joints
     segments: list[float]  # length of each placed bone, joint to joint (as solve_points measures it)
     short: list[bool] | None  # each placed bone too short to turn, or None when none is
+    channels: list[tuple]  # each bone's evaluated (location, scale) as tuples, which the pose was made from
     scale_checked: bool = False  # chain_inputs found the scales solvable (non-stretching chains)
     frame: tuple | None = None  # orient.start_frame_floats of the placed joints, on first use
     frame_axes: Matrix | None = None  # its axes k, b and k x b as the rows of a matrix
@@ -137,7 +138,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
         parent = evaluated[names[p]].matrix.copy()
         key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
     else:
-        parent, key = Matrix(pose_matrix(arm, p).tolist()), None
+        parent, key = pose_matrix(arm, p), None
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, names[i]) for i in plan.cache_rows] \
@@ -176,7 +177,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
     limit = ZERO_LENGTH * max(1.0, max(segments, default=0.0))
     short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
     pose = StartPose(parent, pre, base, joints, scales, [mk.to_quaternion() for mk in pre], (xs, ys, zs), segments,
-                     short)
+                     short, channels)
     if key is not None:
         plan.start_pose = (key, pose)
     return pose
@@ -346,7 +347,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         check = sum(map(sum, rotations))
     if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
-    originals, evaluated = arm.bones, arm.ev_bones
+    originals = arm.bones
     kept = arm.kept if arm.keep_matrices else ()
     static = cache.static_base
     last = cache.written
@@ -369,8 +370,11 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         elif pose.scales is not None:  # stretch just switched off (keyed): back to the scale without IK
             restore_scale(originals[name])
         if name in kept:  # chains hanging below these start from the pose just written
-            ev_pb = evaluated[name]
-            scale = scales[k] if scales else ev_pb.scale if pose.scales is None else pose.scales[k]
-            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, scale)
-            arm.new_matrices[name] = np.array(final)
+            location, scale = pose.channels[k]  # (evaluated at this frame: the start pose's key holds them)
+            if scales:
+                scale = scales[k]
+            elif pose.scales is not None:
+                scale = pose.scales[k]
+            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, q, scale)
+            arm.new_matrices[name] = final
 
