@@ -13,7 +13,7 @@ from mathutils import Matrix, Vector
 from .. import adapter, cache
 from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
 from ..solver.rotations import matrices_from_quaternions, matrix_from_two_vectors
-from .plan import ChainError, ChainPlan, Layout, _hangs, layout
+from .plan import ChainError, ChainPlan, ChainSettings, Layout, _hangs, layout, settings_of
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
 # whose square overflows.
@@ -139,6 +139,7 @@ class ChainInputs:
     tolerance: float
     iterations: int
     influence: float  # the chain's influence, read once
+    settings: ChainSettings  # the chain's settings this frame (.plan.settings_of)
 
 
 @dataclass(eq=False, slots=True)
@@ -153,20 +154,21 @@ class ChainResult:
 
 
 def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short, scale_flags=None,
-                 references: tuple | None = None, use_stretch: bool | None = None) -> ChainInputs:
+                 references: tuple | None = None, settings: ChainSettings | None = None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
     ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
     matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
     segment too short to turn, or is None when none is; ``scale_flags`` see :func:`check_pose_scale`.
     ``references``: ``(target, pole, target_hangs, pole_hangs)`` when already read this frame
-    (:func:`.plan.check_references_once`); ``use_stretch``: the chain's, when already read.
+    (:func:`.plan.check_references_once`); ``settings``: the chain's (:func:`.plan.settings_of`), when at hand.
     """
+    if settings is None:
+        settings = settings_of(chain, plan)
     n = len(plan.cache_rows)
     placed = plan.placed
     if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
-        check_pose_scale(plan, pre, parent, scale_flags,
-                         uniform=not (chain.use_stretch if use_stretch is None else use_stretch))
+        check_pose_scale(plan, pre, parent, scale_flags, uniform=not settings.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -177,22 +179,23 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
         target_ob, pole_ob, target_hangs, pole_hangs = chain.target, chain.pole, None, None
     else:
         target_ob, pole_ob, target_hangs, pole_hangs = references
-    target = arm.inv_world_m @ world_position(target_ob, chain.target_bone, depsgraph, "Target", layer, target_hangs)
+    target = arm.inv_world_m @ world_position(target_ob, settings.target_bone, depsgraph, "Target", layer,
+                                              target_hangs)
     pole = None
     if pole_ob is not None:
-        pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer, pole_hangs)
+        pole = arm.inv_world_m @ world_position(pole_ob, settings.pole_bone, depsgraph, "Pole", layer, pole_hangs)
     target_matrix = None
     if placed < n:  # the tip takes the target's orientation
-        target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer,
+        target_matrix = arm.inv_world @ world_matrix(target_ob, settings.target_bone, depsgraph, "Target", layer,
                                                      target_hangs)
     start = joints[:placed + 1]
-    influence = chain.influence  # blends the influence-1 pose with the pose without IK (.influence)
+    influence = settings.influence  # blends the influence-1 pose with the pose without IK (.influence)
     limits = None
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
-    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance * plan.length,
-                       chain.iterations, influence)
+    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits,
+                       settings.tolerance * plan.length, settings.iterations, influence, settings)
 
 
 # Relative spread of a bone's axis lengths (armature space) still counted as uniform scale.

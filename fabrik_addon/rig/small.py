@@ -36,7 +36,7 @@ from .inputs import (
     rest_side,
     unit_columns,
 )
-from .plan import ChainError, ChainPlan, check_references_once
+from .plan import ChainError, ChainPlan, check_references_once, settings_of
 
 
 @dataclass(eq=False, slots=True)
@@ -186,11 +186,12 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None, free: bool = False) -> None:
     target, pole = chain.target, chain.pole  # each read once: ~1 us a read
     target_hangs, pole_hangs = check_references_once(arm.ob, chain, plan, arm.hangs, target, pole)
-    use_stretch = chain.use_stretch
+    settings = settings_of(chain, plan)
+    use_stretch = settings.use_stretch
     pose = _start_pose(arm, plan, use_stretch, free)
     placed = len(pose.segments)
     inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
-                          () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), use_stretch)
+                          () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), settings)
     pose.scale_checked = pose.scales is None
     result = _solve_points(inputs, pose, use_stretch)
     if not math.isfinite(result.error + sum(map(sum, result.joints))):
@@ -206,9 +207,10 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | Non
 
 def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> ChainResult:
     """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
-    chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
-    softness = chain.softness
-    soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": chain.max_stretch} \
+    start, target, pole, tolerance = inputs.start, inputs.target, inputs.pole, inputs.tolerance
+    settings = inputs.settings
+    softness = settings.softness
+    soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": settings.max_stretch} \
         if softness or use_stretch else {}
     segments = pose.segments
     if not inputs.placed:
@@ -310,7 +312,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     rotations = []
     scales: list[Vector] = []
     last = len(plan.cache_rows) - 1
-    stretching = pose.scales is not None and inputs.chain.use_stretch
+    stretching = pose.scales is not None and inputs.settings.use_stretch
     # Uniform scale (checked by chain_inputs unless the chain stretches): a bone's local rotation is its
     # parent's armature-space rotation, undone, composed with its own, all quaternions (a few mathutils
     # calls a bone where the 4x4 matrices took a dozen).
