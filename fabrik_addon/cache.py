@@ -50,6 +50,9 @@ class RigCache:
     released_for: frozenset | None = None
     # ``(layout, bones)``: the bones whose new pose matrices chains hanging below read (.rig.inputs.ArmatureFrame.kept)
     kept: tuple = ()
+    # A key or driver animates a chain setting (a ``fabrik.`` path): settings are read every frame
+    # (.rig.plan.layout), else once per layout, since any other change of them calls an update.
+    settings_animated: bool = False
 
 
 _caches: dict[int, RigCache] = {}
@@ -102,6 +105,7 @@ def get(ob, bones=None, count: bool = True) -> RigCache:
         cache = _caches[ob.session_uid] = _build(ob, key)
     elif cache.action_key != key:
         cache.animated, cache.animated_paths = _animated(ob, cache)
+        cache.settings_animated = _settings_animated(cache.animated_paths)
         cache.action_key = key
         cache.static_base.clear()
     return cache
@@ -139,12 +143,17 @@ def _build(ob, key: tuple) -> RigCache:
     cache = RigCache(names, index, parents, rel, lengths, modes, np.array([m == 'QUATERNION' for m in modes]),
                      stored, captured, np.zeros((count, 4), dtype=bool), set(), key)
     cache.animated, cache.animated_paths = _animated(ob, cache)
+    cache.settings_animated = _settings_animated(cache.animated_paths)
     cache.data_uid = ob.data.session_uid
     cache.limited = limited
     cache.scaled = scaled
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     cache.rel_inverse_rotations = [m.to_quaternion().conjugated() for m in cache.rel_matrices]
     return cache
+
+
+def _settings_animated(paths: set[tuple[str, int]]) -> bool:
+    return any(path.startswith("fabrik.") for path, _ in paths)
 
 
 def _animated(ob, cache: RigCache) -> tuple[np.ndarray, set[tuple[str, int]]]:

@@ -13,7 +13,7 @@ from mathutils import Matrix, Vector
 from .. import adapter, cache
 from ..solver import ChainLimits, ConeLimit, HingeLimit, orient
 from ..solver.rotations import matrices_from_quaternions, matrix_from_two_vectors
-from .plan import ChainError, ChainPlan, Layout, _hangs, layout
+from .plan import ChainError, ChainPlan, ChainSettings, Layout, _hangs, layout, settings_of
 
 # Farther than this counts as "at infinity": Blender stores an infinite location as FLT_MAX (3.4e38),
 # whose square overflows.
@@ -58,7 +58,7 @@ class ArmatureFrame:
     # Chains hang below others: every write records its matrices in ``new_matrices`` for them.
     keep_matrices: bool = False
     # Armature-space pose matrices written this frame, for chains hanging below them.
-    new_matrices: dict[str, np.ndarray] = field(default_factory=dict)
+    new_matrices: dict[str, Matrix | np.ndarray] = field(default_factory=dict)
 
     @_once
     def inv_world(self) -> np.ndarray:
@@ -139,6 +139,7 @@ class ChainInputs:
     tolerance: float
     iterations: int
     influence: float  # the chain's influence, read once
+    settings: ChainSettings  # the chain's settings this frame (.plan.settings_of)
 
 
 @dataclass(eq=False, slots=True)
@@ -153,20 +154,21 @@ class ChainResult:
 
 
 def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent, short, scale_flags=None,
-                 references: tuple | None = None, use_stretch: bool | None = None) -> ChainInputs:
+                 references: tuple | None = None, settings: ChainSettings | None = None) -> ChainInputs:
     """Gather one chain's inputs; raises :class:`ChainError` for what cannot be solved.
 
     ``joints`` are the pose without IK's heads and the tip's tail, ``pre`` its armature-space bone
     matrices and ``parent`` the root's parent matrix (mathutils or numpy); ``short`` flags each
     segment too short to turn, or is None when none is; ``scale_flags`` see :func:`check_pose_scale`.
     ``references``: ``(target, pole, target_hangs, pole_hangs)`` when already read this frame
-    (:func:`.plan.check_references_once`); ``use_stretch``: the chain's, when already read.
+    (:func:`.plan.check_references_once`); ``settings``: the chain's (:func:`.plan.settings_of`), when at hand.
     """
+    if settings is None:
+        settings = settings_of(chain, plan)
     n = len(plan.cache_rows)
     placed = plan.placed
     if scale_flags is None or scale_flags or plan.scale_free:  # () from the batched path: nothing to check
-        check_pose_scale(plan, pre, parent, scale_flags,
-                         uniform=not (chain.use_stretch if use_stretch is None else use_stretch))
+        check_pose_scale(plan, pre, parent, scale_flags, uniform=not settings.use_stretch)
     if short is not None:
         for k in range(placed):
             if short[k]:
@@ -177,22 +179,23 @@ def chain_inputs(arm: ArmatureFrame, chain, plan: ChainPlan, joints, pre, parent
         target_ob, pole_ob, target_hangs, pole_hangs = chain.target, chain.pole, None, None
     else:
         target_ob, pole_ob, target_hangs, pole_hangs = references
-    target = arm.inv_world_m @ world_position(target_ob, chain.target_bone, depsgraph, "Target", layer, target_hangs)
+    target = arm.inv_world_m @ world_position(target_ob, settings.target_bone, depsgraph, "Target", layer,
+                                              target_hangs)
     pole = None
     if pole_ob is not None:
-        pole = arm.inv_world_m @ world_position(pole_ob, chain.pole_bone, depsgraph, "Pole", layer, pole_hangs)
+        pole = arm.inv_world_m @ world_position(pole_ob, settings.pole_bone, depsgraph, "Pole", layer, pole_hangs)
     target_matrix = None
     if placed < n:  # the tip takes the target's orientation
-        target_matrix = arm.inv_world @ world_matrix(target_ob, chain.target_bone, depsgraph, "Target", layer,
+        target_matrix = arm.inv_world @ world_matrix(target_ob, settings.target_bone, depsgraph, "Target", layer,
                                                      target_hangs)
     start = joints[:placed + 1]
-    influence = chain.influence  # blends the influence-1 pose with the pose without IK (.influence)
+    influence = settings.influence  # blends the influence-1 pose with the pose without IK (.influence)
     limits = None
     if plan.limited:
         limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre], np.asarray(start),
                             np.asarray(parent))
-    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits, chain.tolerance * plan.length,
-                       chain.iterations, influence)
+    return ChainInputs(chain, plan, placed, start, target, pole, target_matrix, limits,
+                       settings.tolerance * plan.length, settings.iterations, influence, settings)
 
 
 # Relative spread of a bone's axis lengths (armature space) still counted as uniform scale.
@@ -340,7 +343,7 @@ def world_matrix(target, bone_name: str, depsgraph, label: str, layer: tuple[boo
 
 
 def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
-    """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone).
+    """Armature-space pose matrix of ``bone``'s parent this frame (identity for a root bone), as numpy.
 
     A parent already moved by another chain this frame is taken from that solve; a parent below
     such a bone is recomputed from it; any other is taken from the evaluated pose. The walk goes by
@@ -348,32 +351,33 @@ def parent_matrix(arm: ArmatureFrame, bone) -> np.ndarray:
     each time, cost 0.35 of the metarig's 0.49 s over 60 frames).
     """
     rig_cache = arm.cache
-    return _posed(arm, int(rig_cache.parents[rig_cache.index[bone.name]]))
+    return np.array(pose_matrix(arm, int(rig_cache.parents[rig_cache.index[bone.name]])))
 
 
-def pose_matrix(arm: ArmatureFrame, i: int) -> np.ndarray:
+def pose_matrix(arm: ArmatureFrame, i: int) -> Matrix:
     """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1), as :func:`parent_matrix`
-    gives it: for callers that hold the parent's cache index (:attr:`.plan.ChainPlan.parent`) and so need not
-    read the bone and its name (4 RNA reads a hanging chain a frame)."""
-    return _posed(arm, i)
+    gives it, in mathutils: for callers that hold the parent's cache index (:attr:`.plan.ChainPlan.parent`) and
+    so need not read the bone and its name (4 RNA reads a hanging chain a frame).
 
-
-def _posed(arm: ArmatureFrame, i: int) -> np.ndarray:
-    """Armature-space pose matrix of cache bone ``i`` this frame (identity for -1): see :func:`parent_matrix`."""
+    mathutils, not numpy: a walk is a few 4x4 products on one bone each, where numpy's per-call overhead
+    and the conversions to and from it cost more than the products (the Rigify metarig's arms and finger
+    took 45 us a frame in numpy). ``new_matrices`` holds mathutils matrices from the few-chain path and
+    numpy ones from the batched path and trees: either is read. The result is a new matrix (callers may keep it).
+    """
     if i < 0:
-        return np.eye(4)
+        return Matrix.Identity(4)
     rig_cache, moved = arm.cache, arm.new_matrices
     names, parents = rig_cache.names, rig_cache.parents
     name = names[i]
-    if name in moved:
-        return moved[name]
+    found = moved.get(name)
+    if found is not None:
+        return found.copy() if isinstance(found, Matrix) else Matrix(found.tolist())
     walk = parents[i]
     while walk >= 0 and names[walk] not in moved:
         walk = parents[walk]
     if walk < 0:
-        return adapter.matrix_to_np(arm.ev_bones[name].matrix)
-    basis = adapter.matrix_to_np(arm.ev_bones[name].matrix_basis)
-    return _posed(arm, int(parents[i])) @ rig_cache.rel[i] @ basis
+        return arm.ev_bones[name].matrix.copy()
+    return pose_matrix(arm, int(parents[i])) @ rig_cache.rel_matrices[i] @ arm.ev_bones[name].matrix_basis
 
 
 def limits_for(ob, placed: list[str], bones: list[str], pre: list[np.ndarray], joints: np.ndarray,

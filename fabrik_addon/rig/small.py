@@ -36,7 +36,7 @@ from .inputs import (
     rest_side,
     unit_columns,
 )
-from .plan import ChainError, ChainPlan, check_references_once
+from .plan import ChainError, ChainPlan, check_references_once, settings_of
 
 
 @dataclass(eq=False, slots=True)
@@ -56,6 +56,7 @@ class StartPose:
     coords: tuple[list[float], list[float], list[float]]  # x, y and z of the placed bones' joints
     segments: list[float]  # length of each placed bone, joint to joint (as solve_points measures it)
     short: list[bool] | None  # each placed bone too short to turn, or None when none is
+    channels: list[tuple]  # each bone's evaluated (location, scale) as tuples, which the pose was made from
     scale_checked: bool = False  # chain_inputs found the scales solvable (non-stretching chains)
     frame: tuple | None = None  # orient.start_frame_floats of the placed joints, on first use
     frame_axes: Matrix | None = None  # its axes k, b and k x b as the rows of a matrix
@@ -137,7 +138,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
         parent = evaluated[names[p]].matrix.copy()
         key = [(parent[0][:], parent[1][:], parent[2][:], parent[3][:])]
     else:
-        parent, key = Matrix(pose_matrix(arm, p).tolist()), None
+        parent, key = pose_matrix(arm, p), None
     # Bones that stretch, or stretched until now, start from their scale without IK, never the stretch
     # written on the previous frame (which the evaluated pose holds).
     scales = [base_scale(arm, names[i]) for i in plan.cache_rows] \
@@ -176,7 +177,7 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
     limit = ZERO_LENGTH * max(1.0, max(segments, default=0.0))
     short = [length <= limit for length in segments] if segments and min(segments) <= limit else None
     pose = StartPose(parent, pre, base, joints, scales, [mk.to_quaternion() for mk in pre], (xs, ys, zs), segments,
-                     short)
+                     short, channels)
     if key is not None:
         plan.start_pose = (key, pose)
     return pose
@@ -185,11 +186,12 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
 def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | None = None, free: bool = False) -> None:
     target, pole = chain.target, chain.pole  # each read once: ~1 us a read
     target_hangs, pole_hangs = check_references_once(arm.ob, chain, plan, arm.hangs, target, pole)
-    use_stretch = chain.use_stretch
+    settings = settings_of(chain, plan)
+    use_stretch = settings.use_stretch
     pose = _start_pose(arm, plan, use_stretch, free)
     placed = len(pose.segments)
     inputs = chain_inputs(arm, chain, plan, pose.joints, pose.pre, pose.parent, pose.short,
-                          () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), use_stretch)
+                          () if pose.scale_checked else None, (target, pole, target_hangs, pole_hangs), settings)
     pose.scale_checked = pose.scales is None
     result = _solve_points(inputs, pose, use_stretch)
     if not math.isfinite(result.error + sum(map(sum, result.joints))):
@@ -205,9 +207,10 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | Non
 
 def _solve_points(inputs: ChainInputs, pose: StartPose, use_stretch: bool) -> ChainResult:
     """The chain's solved joints (Vectors): float entry points of the core, numpy ones for limits."""
-    chain, start, target, pole, tolerance = inputs.chain, inputs.start, inputs.target, inputs.pole, inputs.tolerance
-    softness = chain.softness
-    soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": chain.max_stretch} \
+    start, target, pole, tolerance = inputs.start, inputs.target, inputs.pole, inputs.tolerance
+    settings = inputs.settings
+    softness = settings.softness
+    soft = {"softness": softness, "use_stretch": use_stretch, "max_stretch": settings.max_stretch} \
         if softness or use_stretch else {}
     segments = pose.segments
     if not inputs.placed:
@@ -309,7 +312,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
     rotations = []
     scales: list[Vector] = []
     last = len(plan.cache_rows) - 1
-    stretching = pose.scales is not None and inputs.chain.use_stretch
+    stretching = pose.scales is not None and inputs.settings.use_stretch
     # Uniform scale (checked by chain_inputs unless the chain stretches): a bone's local rotation is its
     # parent's armature-space rotation, undone, composed with its own, all quaternions (a few mathutils
     # calls a bone where the 4x4 matrices took a dozen).
@@ -346,7 +349,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         check = sum(map(sum, rotations))
     if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
         raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
-    originals, evaluated = arm.bones, arm.ev_bones
+    originals = arm.bones
     kept = arm.kept if arm.keep_matrices else ()
     static = cache.static_base
     last = cache.written
@@ -369,8 +372,11 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         elif pose.scales is not None:  # stretch just switched off (keyed): back to the scale without IK
             restore_scale(originals[name])
         if name in kept:  # chains hanging below these start from the pose just written
-            ev_pb = evaluated[name]
-            scale = scales[k] if scales else ev_pb.scale if pose.scales is None else pose.scales[k]
-            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(ev_pb.location, q, scale)
-            arm.new_matrices[name] = np.array(final)
+            location, scale = pose.channels[k]  # (evaluated at this frame: the start pose's key holds them)
+            if scales:
+                scale = scales[k]
+            elif pose.scales is not None:
+                scale = pose.scales[k]
+            final = final @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, q, scale)
+            arm.new_matrices[name] = final
 

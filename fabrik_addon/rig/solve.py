@@ -38,14 +38,19 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
         # indexed per chain below: a list is cheaper than the collection (the frame handler's are listed)
         listed = list(ob.fabrik.chains) if chains is None else chains[k]
         try:
-            for chain in listed:
-                if not chain.enabled:
-                    if diagnostics.of(chain).status in POSED:  # switched off by animation: no update ran
-                        release(ob, [chain], ob.evaluated_get(depsgraph))
-                    set_status(chain, 'NONE')
             bones = ob.pose.bones
-            arm = armature_frame(ob, depsgraph, cache.get(ob, bones, count=False), listed, bones,
-                                 None if evaluated is None else evaluated[k])
+            rig_cache = cache.get(ob, bones, count=False)
+            plans = rig_cache.plans
+            arm = armature_frame(ob, depsgraph, rig_cache, listed, bones, None if evaluated is None else evaluated[k])
+            # Chains switched off by animation (no update ran), or moved by a script onto a position whose
+            # status is another chain's (statuses go by position): where neither can have happened since
+            # the layout was built, switching a chain off called its update, which released it.
+            if rig_cache.settings_animated or rig_cache.plans is not plans:
+                for chain in listed:
+                    if not chain.enabled:
+                        if diagnostics.of(chain).status in POSED:
+                            release(ob, [chain], ob.evaluated_get(depsgraph))
+                        set_status(chain, 'NONE')
         except ChainError as error:
             _mark(listed, str(error))
             continue
