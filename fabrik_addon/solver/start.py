@@ -76,6 +76,13 @@ FLATTEN_RETURN = 4
 # Below this fraction of the chain's length, the mismatch between the target's distance from the root and the
 # pose's tip's fades the curl (see :func:`faded`).
 FADE = 1e-5
+# Beyond full reach the chain is not laid quite straight at first (see :func:`beyond_reach`): it takes the start's
+# pose for a target pulled in to ``1 - sigma`` of its length, ``sigma`` rising as the target's overshoot ``e``
+# (a fraction of the length) up to BEYOND_SHORTEN, held there to BEYOND_HOLD, and easing back to 0 (straight) at
+# BEYOND_BAND. BEYOND_SHORTEN is also how much farther the tip is from the target than a straight chain's.
+BEYOND_SHORTEN = 1e-5
+BEYOND_HOLD = 1.4e-3
+BEYOND_BAND = 1.9e-3
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
@@ -167,6 +174,40 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if pole is not None:
         _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
     return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+def beyond_shortening(overshoot: float) -> float:
+    """How much shorter than its length (a fraction of it) a chain whose target lies ``overshoot`` of its length
+    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, 0 at full reach and from :data:`BEYOND_BAND` on."""
+    if not 0.0 < overshoot < BEYOND_BAND:
+        return 0.0
+    s = max(0.0, (overshoot - BEYOND_HOLD) / (BEYOND_BAND - BEYOND_HOLD))
+    return min(overshoot, BEYOND_SHORTEN) * (1.0 - s * s * (3.0 - 2.0 * s))
+
+
+def beyond_reach(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float], target: Sequence[float],
+                 pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]] | None:
+    """The pose of a free chain whose target lies beyond full reach, just beyond it: :func:`curled_start` for the
+    target pulled in toward the root until it falls :func:`beyond_shortening` short of full reach, so the chain
+    keeps a trace of the bend it straightens with (the same shape, aimed and rolled to the pole as inside reach);
+    None (lay it straight toward the target) for one bone or from :data:`BEYOND_BAND` beyond full reach on.
+
+    Why: a chain beyond reach lying straight turns each bone by its whole angle to the root-to-tip line as its
+    target crosses full reach in one frame; a bend of ``sigma`` of the length splits that turn over the frames
+    before and after, and leaves the tip at most ``BEYOND_SHORTEN`` of the length farther from the target.
+    ``xs, ys, zs``: the pose without IK; ``L``: its bone lengths; the target at least their sum from the root."""
+    n = len(L)
+    if n < 2:
+        return None
+    total = math.fsum(L)
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    gx, gy, gz = target[0] - rx, target[1] - ry, target[2] - rz
+    r = math.sqrt(gx * gx + gy * gy + gz * gz)
+    sigma = beyond_shortening(r / total - 1.0)
+    if sigma <= 0.0:
+        return None
+    k = total * (1.0 - sigma) / r
+    return curled_start(xs, ys, zs, L, (rx + gx * k, ry + gy * k, rz + gz * k), pole)
 
 
 def faded(reach: float, r: float, total: float) -> float:
