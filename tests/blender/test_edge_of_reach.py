@@ -98,6 +98,10 @@ def _assert_reach_and_status(errors, statuses, distance, tolerance=1e-3):
     assert errors[distance <= 1.0].max() <= 1e-5  # reachable: on the target (1e-3 of the length is allowed)
     assert all(s == 'REACHED' for s, i in zip(statuses, inside) if i)
     assert all(s == 'UNREACHABLE' for s, b in zip(statuses, beyond) if b)
+    # Beyond reach the tip is at most 1e-5 of the length farther from the target than a straight chain's (the
+    # chain keeps a trace of its bend there: start.beyond_reach); positions are read in single precision.
+    out = distance > 1.0
+    assert np.all(errors[out] <= distance[out] - 1.0 + 1e-5)
 
 
 def _assert_crossings_like_blenders(make, *args, **kwargs):
@@ -230,3 +234,38 @@ def test_a_finger_straight_toward_a_target_moving_along_its_axis_does_not_turn()
         bpy.context.view_layer.update()
         assert chain.status == 'UNREACHABLE'
         assert turn_degrees(first, bone_rotations(ob, names)[0]).max() < 1e-3, beyond
+
+
+@pytest.mark.usefixtures("solve_path")
+def test_the_finger_just_beyond_reach_keeps_one_slight_bend_as_its_target_moves_along_its_line():
+    """Just beyond full reach (up to start.BEYOND_HOLD of the length) the finger keeps one trace of its bend
+    (start.beyond_reach: 9e-6 of the length short): moving the target along the line from the root moves nothing;
+    the tip stays within 1e-5 of the length of a straight chain's distance to the target; from start.BEYOND_BAND
+    on it lies straight (as far beyond), and the step between the two turns the bones by less than a degree."""
+    from fabrik_addon.solver.start import BEYOND_BAND, BEYOND_HOLD
+
+    ob, names = _finger("Finger")
+    bpy.context.view_layer.update()
+    root, end, length = realrig.chain_points(ob, realrig.ChainSpec(*FINGER))
+    axis = (end - root) / np.linalg.norm(end - root)
+    direction = axis + 0.2 * np.cross(axis, (0.0, 0.0, 1.0))
+    direction /= np.linalg.norm(direction)
+    target = empty("Target", tuple(root + direction * length * 1.0001))
+    chain = add_chain(ob, names[-1], len(names), target)
+    bpy.context.view_layer.update()
+    held, _ = bone_rotations(ob, names)
+    for overshoot in (2e-4, 5e-4, 1e-3, BEYOND_HOLD - 1e-5, 1e-4):
+        target.location = tuple(root + direction * length * (1.0 + overshoot))
+        bpy.context.view_layer.update()
+        rotations, tip = bone_rotations(ob, names)
+        assert chain.status == 'UNREACHABLE'
+        gap = float(np.linalg.norm(tip - np.array(target.location))) / length
+        assert gap <= float(np.linalg.norm(np.array(target.location) - root)) / length - 1.0 + 1e-5
+        assert turn_degrees(held, rotations).max() < 1e-3, overshoot
+    target.location = tuple(root + direction * length * (1.0 + BEYOND_BAND + 1e-4))
+    bpy.context.view_layer.update()
+    straight, _ = bone_rotations(ob, names)
+    target.location = tuple(root + direction * length * 1.05)
+    bpy.context.view_layer.update()
+    assert turn_degrees(straight, bone_rotations(ob, names)[0]).max() < 1e-3
+    assert 0.01 < turn_degrees(held, straight).max() < 1.0
