@@ -269,3 +269,18 @@ def test_the_finger_just_beyond_reach_keeps_one_slight_bend_as_its_target_moves_
     bpy.context.view_layer.update()
     assert turn_degrees(straight, bone_rotations(ob, names)[0]).max() < 1e-3
     assert 0.01 < turn_degrees(held, straight).max() < 1.0
+
+
+# Neighbours of issue 23's cases, swept wider (1152 crossings of 3-10 bones bent 1-15 degrees a joint, 0.2-1% of the
+# length a frame, 0-60 degrees, with and without a pole): FABRIK / Blender at most 1.097 (1.186 before the end bones
+# leaned beyond reach: 13 crossings above 1.1). See docs/curled_start.md.
+NEIGHBOURS = [(n, degrees, pole) for n in (4, 5, 7, 9) for degrees in (1.0, 3.0, 5.0) for pole in (False, True)]
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("n", "degrees", "pole"), NEIGHBOURS,
+                         ids=[f"{n} bones, {d:.0f} deg{', pole' if pole else ''}" for n, d, pole in NEIGHBOURS])
+def test_nearly_straight_chains_of_any_size_crossing_at_any_speed_and_angle_turn_no_more_than_blenders_plus_a_tenth(
+        n, degrees, pole):
+    _assert_crossings_like_blenders(_chain_maker(n, degrees), (0.002, 0.005, 0.01), (30.0, 45.0, 60.0),
+                                     pole=(0.0, 2.0, 1.0) if pole else None)
