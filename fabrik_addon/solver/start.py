@@ -82,6 +82,9 @@ FADE = 1e-5
 # (straight) at BEYOND_BAND. BEYOND_SHORTEN is also how much farther the tip is from the target than a straight
 # chain's (issue 23: within 1e-5 of the length); BEYOND_BAND leaves a target 2e-3 beyond reach a straight chain.
 BEYOND_SHORTEN = 9e-6
+# ... counting from this overshoot: a target less far beyond lies straight, as do the targets soft IK and stretch
+# place 1e-12 beyond full reach to mean "straight toward it" (soft.BEYOND; rounding stays far below this).
+BEYOND_FROM = 1e-11
 BEYOND_HOLD = 1.6e-3
 BEYOND_BAND = 1.9e-3
 
@@ -179,11 +182,12 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
 
 def beyond_shortening(overshoot: float) -> float:
     """How much shorter than its length (a fraction of it) a chain whose target lies ``overshoot`` of its length
-    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, 0 at full reach and from :data:`BEYOND_BAND` on."""
-    if not 0.0 < overshoot < BEYOND_BAND:
+    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, at most ``overshoot``, 0 up to
+    :data:`BEYOND_FROM` and from :data:`BEYOND_BAND` on."""
+    if not BEYOND_FROM < overshoot < BEYOND_BAND:
         return 0.0
     s = max(0.0, (overshoot - BEYOND_HOLD) / (BEYOND_BAND - BEYOND_HOLD))
-    return min(overshoot, BEYOND_SHORTEN) * (1.0 - s * s * (3.0 - 2.0 * s))
+    return min(overshoot - BEYOND_FROM, BEYOND_SHORTEN) * (1.0 - s * s * (3.0 - 2.0 * s))
 
 
 def beyond_reach(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float], target: Sequence[float],

@@ -9,9 +9,10 @@ import math
 import numpy as np
 import pytest
 
+from fabrik_addon.solver import soft
 from fabrik_addon.solver.fabrik import solve_chain, solve_points
 from fabrik_addon.solver.fabrik_batch import solve_chains
-from fabrik_addon.solver.start import BEYOND_BAND, BEYOND_HOLD, BEYOND_SHORTEN, beyond_shortening
+from fabrik_addon.solver.start import BEYOND_BAND, BEYOND_FROM, BEYOND_HOLD, BEYOND_SHORTEN, beyond_shortening
 from rigkit.chains import random_chain
 
 # The Rigify metarig's left index finger at rest (armature space): three bones, not in one plane.
@@ -56,13 +57,14 @@ def _direction(joints: np.ndarray) -> np.ndarray:
 def test_the_shortening_is_continuous_at_most_the_overshoot_and_gone_outside_the_band():
     overshoots = np.linspace(-1e-3, 3e-3, 400_001)  # steps of 1e-8
     sigma = np.array([beyond_shortening(float(e)) for e in overshoots])
-    assert np.all(sigma[overshoots <= 0.0] == 0.0)
+    assert np.all(sigma[overshoots <= BEYOND_FROM] == 0.0)
     assert np.all(sigma[overshoots >= BEYOND_BAND] == 0.0)
-    inside = (overshoots > 0.0) & (overshoots < BEYOND_BAND)
+    inside = (overshoots > BEYOND_FROM) & (overshoots < BEYOND_BAND)
     assert np.all(sigma[inside] > 0.0)
     assert np.all(sigma <= np.minimum(np.maximum(overshoots, 0.0), BEYOND_SHORTEN))
     assert BEYOND_SHORTEN < 1e-5  # the tip beyond reach within 1e-5 of the length of a straight chain's (issue 23)
-    held = (overshoots >= BEYOND_SHORTEN) & (overshoots <= BEYOND_HOLD)
+    assert beyond_shortening(soft.BEYOND) == 0.0 and beyond_shortening(10.0 * soft.BEYOND) == 0.0
+    held = (overshoots >= BEYOND_SHORTEN + BEYOND_FROM) & (overshoots <= BEYOND_HOLD)
     assert np.all(sigma[held] == BEYOND_SHORTEN)
     # No jump: a step of the target moves the shortening by at most as much (slope <= 1).
     assert np.abs(np.diff(sigma)).max() <= 1.0000001 * 1e-8
@@ -180,6 +182,24 @@ def test_every_solving_path_gives_the_same_pose_beyond_reach(with_pole):
             assert one.reached == bool(many.reached[c])
             if c < 2:
                 np.testing.assert_allclose(few.joints[c], points, atol=1e-9 * total)
+
+
+@pytest.mark.parametrize("softness", [0.0, 0.1])
+def test_a_stretched_or_soft_chain_at_full_extension_lies_straight_toward_the_target(softness):
+    """Stretch (and soft IK, past the stretch cap) move a target at full extension 1e-12 beyond the (stretched)
+    reach to mean "straight": the chain lies straight toward it, as before the end bones leaned beyond reach."""
+    joints = _planar_chain(5, 2.0)
+    lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
+    total = float(lengths.sum())
+    direction = _direction(joints)
+    for distance in ((1.2, 1.5, 1.999, 3.0) if softness == 0.0 else (3.0, 5.0)):  # soft: beyond the stretch cap
+        distance *= total
+        points, _, _ = solve_points(joints.tolist(), (joints[0] + distance * direction).tolist(), softness=softness,
+                                    use_stretch=True, max_stretch=2.0)
+        points = np.array(points)
+        bones = np.diff(points, axis=0)
+        np.testing.assert_allclose(bones / np.linalg.norm(bones, axis=1)[:, None],
+                                   np.repeat(direction[None], len(bones), axis=0), atol=1e-12)
 
 
 def test_a_single_bone_beyond_reach_points_straight_at_the_target():
