@@ -206,3 +206,25 @@ def test_a_single_bone_beyond_reach_points_straight_at_the_target():
     points, error = _solve(np.array([(0.0, 0.0, 0.0), (0.0, 0.0, 1.0)]), np.array([0.0, 0.6, 0.8 * 1.001]), None)
     np.testing.assert_allclose(points[1], _unit(np.array([0.0, 0.6, 0.8 * 1.001])), atol=1e-15)
     assert error == pytest.approx(math.hypot(0.6, 0.8 * 1.001) - 1.0, abs=1e-15)
+
+
+@pytest.mark.parametrize("pole", [None, POLE])
+def test_a_target_beyond_reach_says_so_even_where_only_the_lean_leaves_it_outside_the_tolerance(pole):
+    """A target beyond full reach by a little less than the tolerance: a straight chain would be within it, the
+    leaning one is not (its tip 9e-6 of the length shorter); the reason is the length (beyond reach), not the
+    iterations; a little less still, it is reached."""
+    from fabrik_addon.solver.reach import describe, explain
+
+    joints = _planar_chain(5, 2.0)
+    total = float(np.linalg.norm(np.diff(joints, axis=0), axis=1).sum())
+    direction = _direction(joints)
+    for tolerance in (1e-3, 5e-4):
+        for overshoot, reached in ((tolerance - 0.5 * BEYOND_SHORTEN, False), (tolerance + 1e-6, False),
+                                   (tolerance - 2.0 * BEYOND_SHORTEN, True), (0.5 * BEYOND_SHORTEN, True)):
+            target = joints[0] + total * (1.0 + overshoot) * direction
+            result = solve_chain(joints, target, tolerance=tolerance * total, pole=pole)
+            assert result.reached == reached, overshoot
+            why = explain(joints, target, result.joints, reached=result.reached, converged=result.converged,
+                          tolerance=tolerance * total, max_iterations=100, pole=pole)
+            assert why.reason == ('NONE' if reached else 'LENGTH'), overshoot
+            assert reached or describe(why).startswith("Target") and "beyond reach" in describe(why)
