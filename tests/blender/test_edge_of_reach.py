@@ -284,3 +284,29 @@ def test_nearly_straight_chains_of_any_size_crossing_at_any_speed_and_angle_turn
         n, degrees, pole):
     _assert_crossings_like_blenders(_chain_maker(n, degrees), (0.002, 0.005, 0.01), (30.0, 45.0, 60.0),
                                      pole=(0.0, 2.0, 1.0) if pole else None)
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize("pole", [False, True], ids=["no pole", "pole"])
+def test_a_target_just_past_the_tolerance_beyond_reach_says_it_is_beyond_reach(pole):
+    """Just beyond full reach the end bones lean (the tip 9e-6 of the length shorter than a straight chain's): a
+    target beyond reach by a little less than the tolerance is then not reached, and the chain says why (beyond
+    reach, LENGTH), never that it ran out of iterations; nearer full reach it is reached."""
+    make = _chain_maker(5, 2.0)
+    ob, names = make("Rig")
+    bpy.context.view_layer.update()
+    root = np.array(ob.matrix_world @ ob.data.bones[names[0]].head_local)
+    length = float(sum(ob.data.bones[name].length for name in names))
+    direction = np.array([0.0, 0.3, 1.0]) / math.hypot(0.3, 1.0)
+    target = empty("Target", tuple(root + direction * length * 1.01))
+    chain = add_chain(ob, names[-1], len(names), target)
+    if pole:
+        chain.pole = empty("Pole", (0.0, 2.0, 1.0))
+    for overshoot, status in ((chain.tolerance - 4e-6, 'UNREACHABLE'), (chain.tolerance + 4e-6, 'UNREACHABLE'),
+                              (chain.tolerance - 2e-5, 'REACHED'), (0.1 * chain.tolerance, 'REACHED')):
+        target.location = tuple(root + direction * length * (1.0 + overshoot))
+        bpy.context.view_layer.update()
+        assert chain.status == status, overshoot
+        assert chain.limited_by == ('LENGTH' if status == 'UNREACHABLE' else 'NONE'), overshoot
+        if status == 'UNREACHABLE':
+            assert "beyond reach" in chain.message, chain.message
