@@ -77,7 +77,7 @@ FLATTEN_RETURN = 4
 # pose's tip's fades the curl (see :func:`faded`).
 FADE = 1e-5
 # Beyond full reach the chain is not laid quite straight at first (see :func:`beyond_reach`): its end bones lean
-# to the side its bend faces just inside reach, ``sigma`` of its length short, ``sigma`` rising as the target's
+# to the side its bend faces just inside reach, ``sigma`` of its length short, ``sigma`` rising with the target's
 # overshoot ``e`` (a fraction of the length) up to BEYOND_SHORTEN, held there to BEYOND_HOLD, and easing back to 0
 # (straight) at BEYOND_BAND. BEYOND_SHORTEN is also how much farther the tip is from the target than a straight
 # chain's (issue 23: within 1e-5 of the length); BEYOND_BAND leaves a target 2e-3 beyond reach a straight chain.
@@ -85,6 +85,10 @@ BEYOND_SHORTEN = 9e-6
 # ... counting from this overshoot: a target less far beyond lies straight, as do the targets soft IK and stretch
 # place 1e-12 beyond full reach to mean "straight toward it" (soft.BEYOND; rounding stays far below this).
 BEYOND_FROM = 1e-11
+# ... rising as the square of the overshoot up to this one: the lean grows as the root of the shortening, so a
+# shortening equal to the overshoot leaned the end bones by 3e-4 of the length for float32 noise of 1e-6 (an FK pose
+# baked to IK controls, its limbs straight: the target at the tip); squared, 1e-5 of the length there.
+BEYOND_RISE = 2e-4
 BEYOND_HOLD = 1.6e-3
 BEYOND_BAND = 1.9e-3
 
@@ -182,12 +186,13 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
 
 def beyond_shortening(overshoot: float) -> float:
     """How much shorter than its length (a fraction of it) a chain whose target lies ``overshoot`` of its length
-    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, at most ``overshoot``, 0 up to
-    :data:`BEYOND_FROM` and from :data:`BEYOND_BAND` on."""
+    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, rising as the square of the overshoot from
+    :data:`BEYOND_FROM` to :data:`BEYOND_RISE`, held to :data:`BEYOND_HOLD`, eased out to 0 at :data:`BEYOND_BAND`."""
     if not BEYOND_FROM < overshoot < BEYOND_BAND:
         return 0.0
     s = max(0.0, (overshoot - BEYOND_HOLD) / (BEYOND_BAND - BEYOND_HOLD))
-    return min(overshoot - BEYOND_FROM, BEYOND_SHORTEN) * (1.0 - s * s * (3.0 - 2.0 * s))
+    rise = min(1.0, (overshoot - BEYOND_FROM) / BEYOND_RISE)
+    return BEYOND_SHORTEN * rise * rise * (1.0 - s * s * (3.0 - 2.0 * s))
 
 
 def beyond_reach(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float], target: Sequence[float],

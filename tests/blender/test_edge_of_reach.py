@@ -238,11 +238,13 @@ def test_a_finger_straight_toward_a_target_moving_along_its_axis_does_not_turn()
 
 @pytest.mark.usefixtures("solve_path")
 def test_the_finger_just_beyond_reach_keeps_one_slight_bend_as_its_target_moves_along_its_line():
-    """Just beyond full reach (up to start.BEYOND_HOLD of the length) the finger keeps one trace of its bend
-    (start.beyond_reach: 9e-6 of the length short): moving the target along the line from the root moves nothing;
-    the tip stays within 1e-5 of the length of a straight chain's distance to the target; from start.BEYOND_BAND
-    on it lies straight (as far beyond), and the step between the two turns the bones by less than a degree."""
-    from fabrik_addon.solver.start import BEYOND_BAND, BEYOND_HOLD
+    """Just beyond full reach (from start.BEYOND_RISE to BEYOND_HOLD of the length) the finger keeps one trace of
+    its bend (start.beyond_reach: 9e-6 of the length short): moving the target along the line from the root moves
+    nothing; the tip stays within 1e-5 of the length of a straight chain's distance to the target; from
+    start.BEYOND_BAND on it lies straight (as far beyond), and the step between the two turns the bones by less
+    than a degree."""
+
+    from fabrik_addon.solver.start import BEYOND_BAND, BEYOND_HOLD, BEYOND_RISE
 
     ob, names = _finger("Finger")
     bpy.context.view_layer.update()
@@ -250,11 +252,11 @@ def test_the_finger_just_beyond_reach_keeps_one_slight_bend_as_its_target_moves_
     axis = (end - root) / np.linalg.norm(end - root)
     direction = axis + 0.2 * np.cross(axis, (0.0, 0.0, 1.0))
     direction /= np.linalg.norm(direction)
-    target = empty("Target", tuple(root + direction * length * 1.0001))
+    target = empty("Target", tuple(root + direction * length * (1.0 + BEYOND_RISE + 1e-4)))
     chain = add_chain(ob, names[-1], len(names), target)
     bpy.context.view_layer.update()
     held, _ = bone_rotations(ob, names)
-    for overshoot in (2e-4, 5e-4, 1e-3, BEYOND_HOLD - 1e-5, 1e-4):
+    for overshoot in (BEYOND_RISE + 1e-5, 5e-4, 1e-3, BEYOND_HOLD - 1e-5, BEYOND_RISE + 1e-4):
         target.location = tuple(root + direction * length * (1.0 + overshoot))
         bpy.context.view_layer.update()
         rotations, tip = bone_rotations(ob, names)
@@ -292,6 +294,8 @@ def test_a_target_just_past_the_tolerance_beyond_reach_says_it_is_beyond_reach(p
     """Just beyond full reach the end bones lean (the tip 9e-6 of the length shorter than a straight chain's): a
     target beyond reach by a little less than the tolerance is then not reached, and the chain says why (beyond
     reach, LENGTH), never that it ran out of iterations; nearer full reach it is reached."""
+    from fabrik_addon.solver.start import beyond_shortening
+
     make = _chain_maker(5, 2.0)
     ob, names = make("Rig")
     bpy.context.view_layer.update()
@@ -302,8 +306,10 @@ def test_a_target_just_past_the_tolerance_beyond_reach_says_it_is_beyond_reach(p
     chain = add_chain(ob, names[-1], len(names), target)
     if pole:
         chain.pole = empty("Pole", (0.0, 2.0, 1.0))
-    for overshoot, status in ((chain.tolerance - 4e-6, 'UNREACHABLE'), (chain.tolerance + 4e-6, 'UNREACHABLE'),
-                              (chain.tolerance - 2e-5, 'REACHED'), (0.1 * chain.tolerance, 'REACHED')):
+    tolerance = chain.tolerance
+    lean = beyond_shortening(tolerance)  # how much farther the tip is there than a straight chain's
+    for overshoot, status in ((tolerance - 0.5 * lean, 'UNREACHABLE'), (tolerance + 0.5 * lean, 'UNREACHABLE'),
+                              (tolerance - 2.0 * lean, 'REACHED'), (0.1 * tolerance, 'REACHED')):
         target.location = tuple(root + direction * length * (1.0 + overshoot))
         bpy.context.view_layer.update()
         assert chain.status == status, overshoot
