@@ -4,6 +4,7 @@
     python scripts/benchmark.py blender [--json] [--only NAME] [--rounds N]   (micro and real-rig cases)
     python scripts/benchmark.py quality [--json] [--limited [--only NAME]]  (limited: 2-10 bones)
     python scripts/benchmark.py quality --edges [--json]   (the edge-of-reach table and its wider sweep)
+    python scripts/benchmark.py quality --edges-wide [--json]   (edge of reach on 3-10 bones bent 1-15 deg)
     python scripts/benchmark.py soft [--json]      (soft IK and stretch: pops, the soft curve, factors)
     python scripts/benchmark.py all [--json]
 
@@ -135,6 +136,8 @@ def main() -> None:
                         "(slow: the swing fit)")
     parser.add_argument("--edges", action="store_true", help="quality: only the edge-of-reach table and the wider "
                         "sweep of nearly straight chains (issue 23)")
+    parser.add_argument("--edges-wide", action="store_true", help="quality: edge of reach on chains of 3-10 bones "
+                        "bent 1-15 degrees a joint (1152 crossings, a few minutes)")
     args = parser.parse_args()
     out = {}
     if args.what in ("solver", "all"):
@@ -164,6 +167,11 @@ def main() -> None:
             if not args.json:
                 quality_bench.print_edges(out["quality"]["edges"])
                 quality_bench.print_edge_sweep(out["quality"]["sweep"])
+        elif args.edges_wide:
+            out["quality"] = {"wide": quality_bench.run_edge_sweep(quality_bench.EDGE_WIDE_BONES,
+                                                                   quality_bench.EDGE_WIDE_DEGREES)}
+            if not args.json:
+                quality_bench.print_edge_sweep_wide(out["quality"]["wide"])
         elif args.limited:
             out["quality"] = quality_bench.run_limited(args.only)
             if not args.json:

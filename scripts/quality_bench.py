@@ -947,17 +947,40 @@ EDGE_SWEEP_BONES = (3, 4, 5, 6, 8, 10)
 EDGE_SWEEP_ANGLES = (0.0, 30.0, 45.0, 60.0)
 
 
-def run_edge_sweep() -> list[dict]:
-    """:func:`run_edge` on chains bent 2 degrees a joint (:data:`EDGE_SWEEP_BONES`), with and without a pole, at
-    :data:`EDGE_SPEEDS` and :data:`EDGE_SWEEP_ANGLES`."""
+# ... and wider still (--edges-wide): every size from 3 to 10 bones, bent from nearly straight to curled.
+EDGE_WIDE_BONES = (3, 4, 5, 6, 7, 8, 9, 10)
+EDGE_WIDE_DEGREES = (1.0, 2.0, 3.0, 5.0, 8.0, 15.0)
+
+
+def run_edge_sweep(bones=EDGE_SWEEP_BONES, degrees=(2.0,)) -> list[dict]:
+    """:func:`run_edge` on chains of ``bones`` bones bent ``degrees`` a joint (2: "straight"), with and without a
+    pole, at :data:`EDGE_SPEEDS` and :data:`EDGE_SWEEP_ANGLES`."""
     rows = []
-    for n in EDGE_SWEEP_BONES:
-        for pole in (True, False):
-            rig = Rig(f"{n} bones, straight{', pole' if pole else ''}", bent_chain(n, 2.0),
-                      pole=(0.0, 2.0, 1.0) if pole else None)
-            rows.append({"rig": rig.name, **{kind: run_edge(rig, kind, EDGE_SPEEDS, EDGE_SWEEP_ANGLES)
-                                             for kind in ("blender", "fabrik")}})
+    for n in bones:
+        for bend in degrees:
+            for pole in (True, False):
+                shape = "straight" if bend == 2.0 else f"bent {bend:g} deg"
+                rig = Rig(f"{n} bones, {shape}{', pole' if pole else ''}", bent_chain(n, bend),
+                          pole=(0.0, 2.0, 1.0) if pole else None)
+                rows.append({"rig": rig.name, **{kind: run_edge(rig, kind, EDGE_SPEEDS, EDGE_SWEEP_ANGLES)
+                                                 for kind in ("blender", "fabrik")}})
     return rows
+
+
+def print_edge_sweep_wide(rows: list[dict], worst: int = 8) -> None:
+    """The wide sweep's summary: how many crossings turn more than 1.05 and 1.1 times Blender's, and the worst."""
+    found = [(cf["turn"] / max(cb["turn"], 1e-9), row["rig"], cb["label"], cb["turn"], cf["turn"]) for row in rows
+             for cb, cf in zip(row["blender"]["crossings"], row["fabrik"]["crossings"])]
+    ratios = [f[0] for f in found]
+    reach = max(row["fabrik"]["reach_error"] for row in rows)
+    status = sum(row["fabrik"]["wrong_status"] for row in rows)
+    print(f"edge of reach, chains of {EDGE_WIDE_BONES[0]}-{EDGE_WIDE_BONES[-1]} bones bent "
+          f"{', '.join(f'{d:g}' for d in EDGE_WIDE_DEGREES)} deg a joint, with and without a pole, at "
+          f"{', '.join(f'{a:.0f}' for a in EDGE_SWEEP_ANGLES)} deg: {len(ratios)} crossings, FABRIK / Blender above "
+          f"1.05: {sum(r > 1.05 for r in ratios)}, above 1.1: {sum(r > 1.1 for r in ratios)}, largest "
+          f"{max(ratios):.3f}; tip within reach {reach:.1e} of the length, status off {status}")
+    for ratio, rig, label, blender, fabrik in sorted(found, reverse=True)[:worst]:
+        print(f"  {ratio:.3f}  {rig}, {label}: Blender {blender:.2f}, FABRIK {fabrik:.2f} deg")
 
 
 def print_edge_sweep(rows: list[dict]) -> None:

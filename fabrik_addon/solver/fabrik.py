@@ -26,7 +26,7 @@ from .soft import (
     settle_points,
     stretch_about,
 )
-from .start import curled_start
+from .start import beyond_reach, curled_start
 from .swing import cones_only, fit_swings
 
 DEFAULT_TOLERANCE = 1e-3
@@ -225,6 +225,11 @@ def run_fabrik(
 ) -> tuple[np.ndarray, float, int]:
     """The iteration loop on a prepared 3D chain; returns (joints, error, iterations)."""
     if unreachable and limits is None:
+        bent = beyond_reach(joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(), lengths.tolist(),
+                            target.tolist(), None if pole is None else pole.tolist())
+        if bent is not None:
+            out = np.array(bent).T
+            return out, math.dist(out[-1], target), 0
         return straight_toward(joints[0], target, lengths), math.dist(joints[0], target) - float(lengths.sum()), 0
     (xs, ys, zs), error, iterations = iterate(
         joints[:, 0].tolist(), joints[:, 1].tolist(), joints[:, 2].tolist(), lengths.tolist(),
@@ -305,17 +310,21 @@ def solve_floats(xs: list[float], ys: list[float], zs: list[float], lengths: lis
     total = sum(lengths)
     sqrt = math.sqrt
     distance = sqrt((tx - rx) ** 2 + (ty - ry) ** 2 + (tz - rz) ** 2)
-    if distance >= total:  # unreachable: laid straight toward the target
+    if pole is not None:
+        pole = (float(pole[0]), float(pole[1]), float(pole[2]))
+        if not math.isfinite(sum(pole)):
+            raise ValueError("pole contains NaN or infinity")
+    if distance >= total:  # unreachable: laid straight toward the target (just beyond reach, nearly: beyond_reach)
+        bent = beyond_reach(xs, ys, zs, lengths, target, pole)
+        if bent is not None:
+            out = list(zip(*bent))
+            return out, math.dist(out[-1], target), 0
         ux, uy, uz = (tx - rx) / distance, (ty - ry) / distance, (tz - rz) / distance
         out, reach = [(rx, ry, rz)], 0.0
         for length in lengths:
             reach += length
             out.append((rx + reach * ux, ry + reach * uy, rz + reach * uz))
         return out, distance - total, 0
-    if pole is not None:
-        pole = (float(pole[0]), float(pole[1]), float(pole[2]))
-        if not math.isfinite(sum(pole)):
-            raise ValueError("pole contains NaN or infinity")
     cx, cy, cz = curled_start(xs, ys, zs, lengths, target, pole)
     if cx is xs:  # returned unchanged: iterate works on copies
         cx, cy, cz = xs[:], ys[:], zs[:]

@@ -26,6 +26,7 @@ from .fabrik import (
 from .prepare import EPS, prepare
 from .result import ChainResults
 from .soft import DEFAULT_MAX_STRETCH, DEFAULT_SOFTNESS, check_soft_arrays, ease_targets, settle_chains
+from .start import BEYOND_BAND, beyond_reach
 from .switches import SCALAR_BELOW
 
 
@@ -127,6 +128,12 @@ def _solve(start: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, lengths:
         u = (tgt[far] - roots[far]) / dist[far, None]
         out[far, 1:] = roots[far, None] + np.cumsum(lengths[far], axis=1)[:, :, None] * u[:, None]
         error[far] = dist[far] - prep.totals[far]
+        for c in np.flatnonzero(far & (dist < (1.0 + BEYOND_BAND) * prep.totals)):  # just beyond: start.beyond_reach
+            bent = beyond_reach(start[c, :, 0].tolist(), start[c, :, 1].tolist(), start[c, :, 2].tolist(),
+                                lengths[c].tolist(), tgt[c].tolist(), None if pole is None else pole[c].tolist())
+            if bent is not None:
+                out[c] = np.array(bent).T
+                error[c] = math.dist(out[c, -1], tgt[c])
     stop = np.minimum(tolerance, SETTLE * prep.totals)  # as in .fabrik.iterate
     settled = far | (error <= stop)  # the start (.start.curled_start) already faces the pole
     todo = np.flatnonzero(~settled)

@@ -19,6 +19,7 @@ import numpy as np
 from .fabrik import solve_chain
 from .limits import ChainLimits, ConeLimit, HingeLimit, Limit, ResolvedLimits, resolve_limits
 from .result import SolveResult
+from .start import beyond_shortening
 from .two_bone import solve_two_bone
 
 # The values of ``FabrikChain.limited_by``, in the order of its enum items.
@@ -145,7 +146,11 @@ def explain(
                       iterations=int(max_iterations))
     if reached:
         return facts
-    if distance > reach * cap * (1.0 + BEYOND) + tolerance or distance < _inner_reach(lengths) * cap - tolerance:
+    # A free chain just beyond reach leans its end bones (.start.beyond_reach): its tip falls that much shorter.
+    lean = 0.0
+    if limits is None and not two_bone and not softness:
+        lean = beyond_shortening(distance / (reach * cap) - 1.0) * reach * cap
+    if distance > reach * cap * (1.0 + BEYOND) + tolerance - lean or distance < _inner_reach(lengths) * cap - tolerance:
         return replace(facts, reason='LENGTH')
     if not converged:
         return replace(facts, reason='ITERATIONS')

@@ -76,6 +76,21 @@ FLATTEN_RETURN = 4
 # Below this fraction of the chain's length, the mismatch between the target's distance from the root and the
 # pose's tip's fades the curl (see :func:`faded`).
 FADE = 1e-5
+# Beyond full reach the chain is not laid quite straight at first (see :func:`beyond_reach`): its end bones lean
+# to the side its bend faces just inside reach, ``sigma`` of its length short, ``sigma`` rising with the target's
+# overshoot ``e`` (a fraction of the length) up to BEYOND_SHORTEN, held there to BEYOND_HOLD, and easing back to 0
+# (straight) at BEYOND_BAND. BEYOND_SHORTEN is also how much farther the tip is from the target than a straight
+# chain's (issue 23: within 1e-5 of the length); BEYOND_BAND leaves a target 2e-3 beyond reach a straight chain.
+BEYOND_SHORTEN = 9e-6
+# ... counting from this overshoot: a target less far beyond lies straight, as do the targets soft IK and stretch
+# place 1e-12 beyond full reach to mean "straight toward it" (soft.BEYOND; rounding stays far below this).
+BEYOND_FROM = 1e-11
+# ... rising as the square of the overshoot up to this one: the lean grows as the root of the shortening, so a
+# shortening equal to the overshoot leaned the end bones by 3e-4 of the length for float32 noise of 1e-6 (an FK pose
+# baked to IK controls, its limbs straight: the target at the tip); squared, 1e-5 of the length there.
+BEYOND_RISE = 2e-4
+BEYOND_HOLD = 1.6e-3
+BEYOND_BAND = 1.9e-3
 
 
 def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float],
@@ -167,6 +182,90 @@ def curled_start(xs: list[float], ys: list[float], zs: list[float], L: Sequence[
     if pole is not None:
         _roll_to_pole(ox, oy, oz, ux, uy, uz, pole[0] - rx, pole[1] - ry, pole[2] - rz, tiny)
     return [rx + v for v in ox], [ry + v for v in oy], [rz + v for v in oz]
+
+
+def beyond_shortening(overshoot: float) -> float:
+    """How much shorter than its length (a fraction of it) a chain whose target lies ``overshoot`` of its length
+    beyond full reach is left (:data:`BEYOND_SHORTEN`): continuous, rising as the square of the overshoot from
+    :data:`BEYOND_FROM` to :data:`BEYOND_RISE`, held to :data:`BEYOND_HOLD`, eased out to 0 at :data:`BEYOND_BAND`."""
+    if not BEYOND_FROM < overshoot < BEYOND_BAND:
+        return 0.0
+    s = max(0.0, (overshoot - BEYOND_HOLD) / (BEYOND_BAND - BEYOND_HOLD))
+    rise = min(1.0, (overshoot - BEYOND_FROM) / BEYOND_RISE)
+    return BEYOND_SHORTEN * rise * rise * (1.0 - s * s * (3.0 - 2.0 * s))
+
+
+def beyond_reach(xs: list[float], ys: list[float], zs: list[float], L: Sequence[float], target: Sequence[float],
+                 pole: Sequence[float] | None) -> tuple[list[float], list[float], list[float]] | None:
+    """The pose of a free chain whose target lies beyond full reach, just beyond it (less than :data:`BEYOND_BAND`
+    of its length): straight toward the target but for its first and last bones, which lean by the same offset
+    to either side (the first toward where the chain bends just inside reach: :func:`curled_start` for the target
+    pulled in to :func:`beyond_shortening` short of full reach, aimed and rolled to the pole as there), so that
+    the tip falls that shortening short. None (lay it straight) for one bone, from the band on, or with no bend.
+
+    Why: a chain lying straight beyond reach turns each bone by its whole angle to the root-to-tip line as its
+    target crosses full reach in one frame, the end bones most; leaning them splits their turn over the frames
+    before and after (as Blender's IK, whose chain stays bent beyond reach), and for a given shortening the end
+    bones alone lean farthest (a uniform bend of the same shortening: 0.6-0.7 as far). ``xs, ys, zs``: the pose
+    without IK; ``L``: its bone lengths; the target at least their sum from the root."""
+    n = len(L)
+    if n < 2:
+        return None
+    total = math.fsum(L)
+    rx, ry, rz = xs[0], ys[0], zs[0]
+    gx, gy, gz = target[0] - rx, target[1] - ry, target[2] - rz
+    r = math.sqrt(gx * gx + gy * gy + gz * gz)
+    sigma = beyond_shortening(r / total - 1.0)
+    if sigma <= 0.0:
+        return None
+    ux, uy, uz = gx / r, gy / r, gz / r
+    k = total * (1.0 - sigma) / r
+    bx, by, bz = curled_start(xs, ys, zs, L, (rx + gx * k, ry + gy * k, rz + gz * k), pole)
+    # The side: the interior joints' mean offset from the root, across the root-target line.
+    mx, my, mz = math.fsum(bx[1:n]) / (n - 1) - rx, math.fsum(by[1:n]) / (n - 1) - ry, math.fsum(bz[1:n]) / (n - 1) - rz
+    t = mx * ux + my * uy + mz * uz
+    mx, my, mz = mx - t * ux, my - t * uy, mz - t * uz
+    m = math.sqrt(mx * mx + my * my + mz * mz)
+    if m <= 1e-12 * total:
+        return None
+    mx, my, mz = mx / m, my / m, mz / m
+    first, last = L[0], L[n - 1]
+    h = _end_offset(first, last, sigma * total)
+    along0, along1 = math.sqrt(first * first - h * h), math.sqrt(last * last - h * h)
+    ox, oy, oz = [rx], [ry], [rz]
+    x, y, z = rx + along0 * ux + h * mx, ry + along0 * uy + h * my, rz + along0 * uz + h * mz
+    ox.append(x)
+    oy.append(y)
+    oz.append(z)
+    for length in L[1:n - 1]:
+        x, y, z = x + length * ux, y + length * uy, z + length * uz
+        ox.append(x)
+        oy.append(y)
+        oz.append(z)
+    ox.append(x + along1 * ux - h * mx)
+    oy.append(y + along1 * uy - h * my)
+    oz.append(z + along1 * uz - h * mz)
+    return ox, oy, oz
+
+
+def _end_offset(first: float, last: float, short: float) -> float:
+    """The offset ``h`` across the chain at which a first bone ``first`` and a last bone ``last``, leaning by
+    ``h`` either way, shorten the chain by ``short``: the root of ``first - sqrt(first**2 - h**2) + last -
+    sqrt(last**2 - h**2) = short`` (increasing in ``h``; Newton from the small-angle answer, kept in bounds)."""
+    top = min(first, last)
+    h = min(math.sqrt(2.0 * short / (1.0 / first + 1.0 / last)), top)
+    for _ in range(50):
+        a, b = math.sqrt(max(first * first - h * h, 0.0)), math.sqrt(max(last * last - h * h, 0.0))
+        f = first - a + last - b - short
+        if a <= 0.0 or b <= 0.0:
+            h = 0.5 * h
+            continue
+        df = h / a + h / b
+        new = min(max(h - f / df, 0.0), top)
+        if abs(new - h) <= 1e-15 * top:
+            return new
+        h = new
+    return h
 
 
 def faded(reach: float, r: float, total: float) -> float:

@@ -56,13 +56,15 @@ def curled_starts(joints: np.ndarray, targets: np.ndarray, poles: np.ndarray | N
             pose = tuple(joints[row, :, 0].tolist()), tuple(joints[row, :, 1].tolist()), \
                 tuple(joints[row, :, 2].tolist()), tuple(lengths[row].tolist())
             pole = None
-            if poles is not None and _start._shape(*pose, None).pole_decides:
+            row_shape = _start._shape(*pose, None)  # looked up once, handed on
+            if poles is not None and row_shape.pole_decides:
                 pole = tuple(poles[row].tolist())
+                row_shape = _start._shape(*pose, pole)
             if farther[row]:
-                extended = _start.extend(pose, pole, float(r2[row]), float(c[row]))
+                extended = _start.extend(pose, pole, float(r2[row]), float(c[row]), row_shape)
             else:
                 extended = _start.flattened_curl(pose, pole, float(r2[row]), float(c[row] * fade[row]),
-                                                 float(fade[row]))
+                                                 float(fade[row]), row_shape)
             if extended is not None:
                 offsets[row] = np.array(extended).T
 
