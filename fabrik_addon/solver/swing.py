@@ -22,7 +22,8 @@ inputs instead:
    that fit equally well, the one nearest the reference, which settles the chain's redundancy the way the
    free solve settles it (the pole included). From ``PROXIMAL_FROM`` bones the near fit is a fixed number of
    proximal steps, each pulled toward the last one's swings, and no stage is switched on by a threshold on
-   the tip's distance (:func:`_fit_proximal`).
+   the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM`` bones the wide fit is proximal
+   steps too (:func:`_wide_proximal`).
 
 Deterministic (nothing is read from another frame) and continuous in the target, the pole and the pose
 without IK wherever the fit's minimum is.
