@@ -44,9 +44,10 @@ FIT_FALLBACK = 10.0
 # ... from this many bones (2-3 bone coned chains on limited FABRIK turned 11-28 degrees in a frame on the
 # quality loop; through the fit 1.9-3.1, since the pull beyond the cones goes toward the free pose).
 FIT_MIN_BONES = 2
-# ... and up to this many: on an 8-bone chain the wide fit ended in two minima 1.1e-3 of the length apart for
-# inputs 1.5e-7 apart (tests/solver/test_stability.py); longer chains keep limited FABRIK too.
-FIT_MAX_BONES = 7
+# ... and up to this many (from 8 bones through the wide proximal fit, swing.WIDE_PROXIMAL_FROM; limited FABRIK
+# turned 8-10 coned bones 3.1-7.7 degrees a frame on the quality loop, the free pose kept first 0.71-0.74);
+# longer chains keep limited FABRIK.
+FIT_MAX_BONES = 10
 
 Point = tuple[float, float, float]
 

@@ -22,7 +22,8 @@ inputs instead:
    that fit equally well, the one nearest the reference, which settles the chain's redundancy the way the
    free solve settles it (the pole included). From ``PROXIMAL_FROM`` bones the near fit is a fixed number of
    proximal steps, each pulled toward the last one's swings, and no stage is switched on by a threshold on
-   the tip's distance (:func:`_fit_proximal`).
+   the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM`` bones the wide fit is proximal
+   steps too (:func:`_wide_proximal`).
 
 Deterministic (nothing is read from another frame) and continuous in the target, the pole and the pose
 without IK wherever the fit's minimum is.
@@ -76,6 +77,17 @@ POLISHED_START_BELOW = 4
 # pose turn fast); 3.5-4.3 this way, the tip rounding that edge up to 6.6e-3 of the length short. Below it
 # the polished flow keeps its measured figures (the coned leg 1.15 degrees a frame; 1.67 the proximal way).
 PROXIMAL_FROM = 5
+# From this many bones the wide fit is WIDE_PROXIMAL_STEPS proximal fits from the projected reference, each
+# pulled toward the last one's swings by WIDE_PROXIMAL_PULL times the tip's distance over the length (never
+# below MU_WIDE_FLOOR), instead of the stages pulled toward the reference: at 8-10 bones that fit, at a pull of
+# 0.1-0.01, had two minima whose costs differ by 1e-7 and ended in either for inputs 1.5e-7 apart (1.1e-3 of the
+# length apart on test_stability's 8-bone chains; 0.08 at 10 bones). A pull as strong as the tip's distance keeps
+# each fit's cost convex near its start (the tip's curvature term is about that distance), so each has one
+# minimum, a continuous function of the last: 1e-5 apart at most on 60 random 8-10 bone chains.
+WIDE_PROXIMAL_FROM = 8
+WIDE_PROXIMAL_STEPS = 6
+WIDE_PROXIMAL_PULL = 1.0
+MU_WIDE_FLOOR = 1e-3
 PROXIMAL_STEPS = 3
 PROXIMAL_PER_TOLERANCE = 3.0
 # The fit has settled when no swing moves by more than this (radians) in an accepted step.
@@ -373,9 +385,12 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     # down to its own, each stage from the last: a path continuous in the inputs, where one damped Newton
     # descent from the projected reference could end in either of two minima for inputs 1e-7 apart.
     wide, steps, settled = _project(q_ref, limits), 0, True
-    for mu in WIDE_STAGES:
-        wide, more, settled_stage = _minimise(wide, q_ref, mu, root, target, lengths, limits)
-        steps, settled = steps + more, settled and settled_stage
+    if len(lengths) >= WIDE_PROXIMAL_FROM:
+        wide, steps, settled = _wide_proximal(wide, root, target, lengths, limits)
+    else:
+        for mu in WIDE_STAGES:
+            wide, more, settled_stage = _minimise(wide, q_ref, mu, root, target, lengths, limits)
+            steps, settled = steps + more, settled and settled_stage
     if len(lengths) >= PROXIMAL_FROM:
         return _fit_proximal(wide, q_ref, steps, settled, root, target, lengths, limits, tolerance)
     mu_near = max(NEAR_PER_TOLERANCE * tolerance / length, MU_FLOOR)
@@ -409,6 +424,20 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         beyond = _fit_beyond(start, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
         return SwingFit(beyond.joints, beyond.error, steps + beyond.steps, settled and beyond.settled)
     return SwingFit(joints, error, steps, settled)
+
+
+def _wide_proximal(q: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray,
+                   limits: ResolvedLimits) -> tuple[np.ndarray, int, bool]:
+    """WIDE_PROXIMAL_STEPS proximal fits from the projected reference ``q``, each pulled toward the last one's
+    swings by WIDE_PROXIMAL_PULL times the tip's distance over the length (floored at MU_WIDE_FLOOR)."""
+    scale = 1.0 / float(lengths.sum())
+    steps, settled = 0, True
+    for _ in range(WIDE_PROXIMAL_STEPS):
+        distance = float(np.linalg.norm(tip_of(q, root, lengths, limits) - target)) * scale
+        mu = max(WIDE_PROXIMAL_PULL * distance, MU_WIDE_FLOOR)
+        q, more, settled_stage = _minimise(q, q, mu, root, target, lengths, limits)
+        steps, settled = steps + more, settled and settled_stage
+    return q, steps, settled
 
 
 def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool, root: np.ndarray, target: np.ndarray,
