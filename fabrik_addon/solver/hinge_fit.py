@@ -24,11 +24,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
 
 from .limits import HingeLimit, ResolvedLimits
+from .rotations import turn_floats
 from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned
 
 # Chains of this many bones at most take the fit (the cone fit's range, .fabrik.FIT_MAX_BONES); longer ones
@@ -89,10 +91,10 @@ class HingeCoordinates(Coordinates):
                 roll = float(self.roll_angles[i])
                 if roll != 0.0:
                     c0, s0 = math.cos(roll), math.sin(roll)
-                    x = x * c0 + np.cross(d, x) * s0 + d * (np.einsum("ki,ki->k", d, x)[:, None] * (1.0 - c0))
+                    x = x * c0 + _cross(d, x) * s0 + d * (np.einsum("ki,ki->k", d, x)[:, None] * (1.0 - c0))
                 x = x - np.einsum("ki,ki->k", d, x)[:, None] * d
                 x /= np.sqrt(np.einsum("ki,ki->k", x, x))[:, None]
-                out[:, i, :, 0], out[:, i, :, 1], out[:, i, :, 2] = x, d, np.cross(x, d)
+                out[:, i, :, 0], out[:, i, :, 1], out[:, i, :, 2] = x, d, _cross(x, d)
             parent = out[:, i]
         return out
 
@@ -115,6 +117,62 @@ class HingeCoordinates(Coordinates):
             parent = self.bone_frames(out[None, :i + 1])[0, i]
         return out
 
+    @cached_property
+    def _walk(self) -> tuple[list, list, list, list, list]:
+        """The walk's constants on plain floats: base frame rows, rest offsets, start directions, start X
+        axes, hinge flags."""
+        return (self.base_frame.tolist(), self.rest_offsets.tolist(), self.start_dirs.tolist(),
+                self.frames[:, :, 0].tolist(), [isinstance(limit, HingeLimit) for limit in self.limits])
+
+    def tip(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The tip ``(3,)`` of one pose's coordinates ``q (N, 2)``: :meth:`bone_frames`' walk on plain floats
+        (one pose through the batched walk costs about a hundred times as much)."""
+        base, offsets, starts, start_x, hinges = self._walk
+        p = base  # the parent frame's rows
+        x0, y0, z0 = (float(v) for v in root)
+        for (u, v), length, offset, start, sx, hinge, roll in zip(q.tolist(), lengths.tolist(), offsets, starts,
+                                                                    start_x, hinges, self.roll_angles.tolist()):
+            f = [[sum(p[r][k] * offset[k][c] for k in range(3)) for c in range(3)] for r in range(3)]
+            if hinge:
+                c, s_ = math.cos(v), math.sin(v)
+                xs = [f[r][0] for r in range(3)]
+                ys = [f[r][1] * c + f[r][2] * s_ for r in range(3)]
+                zs = [f[r][2] * c - f[r][1] * s_ for r in range(3)]
+            else:
+                theta = math.hypot(u, v)
+                k = math.sin(theta) / theta if theta > 1e-4 else 1.0 - theta * theta / 6.0
+                lx, ly, lz = u * k, math.cos(theta), v * k
+                ys = [f[r][0] * lx + f[r][1] * ly + f[r][2] * lz for r in range(3)]
+                norm = math.sqrt(ys[0] * ys[0] + ys[1] * ys[1] + ys[2] * ys[2])
+                ys = [y / norm for y in ys]
+                xs = list(turn_floats(*start, *ys, *sx))
+                dx, dy, dz = ys
+                if roll != 0.0:
+                    c0, s0 = math.cos(roll), math.sin(roll)
+                    along = dx * xs[0] + dy * xs[1] + dz * xs[2]
+                    cx, cy, cz = dy * xs[2] - dz * xs[1], dz * xs[0] - dx * xs[2], dx * xs[1] - dy * xs[0]
+                    t = along * (1.0 - c0)
+                    xs = [xs[0] * c0 + cx * s0 + dx * t, xs[1] * c0 + cy * s0 + dy * t, xs[2] * c0 + cz * s0 + dz * t]
+                along = dx * xs[0] + dy * xs[1] + dz * xs[2]
+                xs = [xs[0] - along * dx, xs[1] - along * dy, xs[2] - along * dz]
+                norm = math.sqrt(xs[0] * xs[0] + xs[1] * xs[1] + xs[2] * xs[2])
+                xs = [x / norm for x in xs]
+                zs = [xs[1] * dz - xs[2] * dy, xs[2] * dx - xs[0] * dz, xs[0] * dy - xs[1] * dx]
+            p = [[xs[r], ys[r], zs[r]] for r in range(3)]
+            x0, y0, z0 = x0 + length * ys[0], y0 + length * ys[1], z0 + length * ys[2]
+        return np.array([x0, y0, z0])
+
+    def derivatives(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`.swing.Coordinates.derivatives`, reusing the last ones for the same coordinates and inputs
+        (each stage of the fit starts where the last one settled, as :func:`.swing._derivatives_at`)."""
+        key = (q.tobytes(), np.ascontiguousarray(root, dtype=float).tobytes(), lengths.tobytes())
+        last = _LAST_DERIVATIVES
+        if last and last[0][0] is self and last[0][1] == key:
+            return last[0][2]
+        derivatives = super().derivatives(q, root, lengths)
+        last[:] = [(self, key, derivatives)]
+        return derivatives
+
     def joints(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         lead = q.shape[:-2]
         n = q.shape[-2]
@@ -123,6 +181,18 @@ class HingeCoordinates(Coordinates):
         out[:, 0] = root
         out[:, 1:] = root + np.cumsum(lengths[None, :, None] * dirs, axis=1)
         return out.reshape(*lead, n + 1, 3)
+
+
+_LAST_DERIVATIVES: list[tuple[HingeCoordinates, tuple[bytes, ...], tuple[np.ndarray, np.ndarray]]] = []
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross products of ``(K, 3)`` arrays (np.cross costs several times as much on small rows)."""
+    out = np.empty_like(a)
+    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
+    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
+    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    return out
 
 
 def hinge_coordinates(limits: ResolvedLimits, reference: np.ndarray) -> HingeCoordinates:
