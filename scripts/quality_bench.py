@@ -684,6 +684,13 @@ LIMITED_RIGS = [
     Rig("4-bone cones, hinged knee, pole", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, hinges={2: KNEE}),
     *(Rig(f"{n}-bone hinges, pole", _arc(n, 0.25), pole=LEG_POLE, hinges={k: KNEE for k in range(1, n)})
       for n in (2, 4, 6)),
+    # Hinges that take the fit in hinge coordinates (solver/hinge_fit.py): a hinged knee among cones, a hinged
+    # first bone, a free bone below hinges.
+    *(Rig(f"{n}-bone cones, hinged knee, pole", _arc(n, 0.25), pole=LEG_POLE, cone=CONE_LEG, hinges={n // 2: KNEE})
+      for n in (3, 5, 6)),
+    Rig("4-bone hinges, hinged first bone, pole", _arc(4, 0.25), pole=LEG_POLE,
+        hinges={0: (-math.pi / 2, math.pi / 2), 1: KNEE, 2: KNEE, 3: KNEE}),
+    Rig("4-bone hinges, free foot, pole", _arc(4, 0.25), pole=LEG_POLE, hinges={1: KNEE, 2: KNEE}),
     Rig("4-bone cones, target behind", _arc(4, 0.25), cone=CONE_LEG, path='behind'),
     Rig("4-bone cones, pole, target behind", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, path='behind'),
 ]

@@ -13,6 +13,7 @@ import numpy as np
 
 from .analytic import law_of_cosines_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
+from .hinge_fit import HINGE_FIT_MAX_BONES, fallback, has_hinges, hinge_coordinates
 from .hinge_plane import planar_hinge_pose
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
@@ -177,6 +178,8 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         if planar is not None and (planar.matched or unreachable):
             out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
             done = converged = True
+    if not done and has_hinges(resolved) and len(lengths) <= HINGE_FIT_MAX_BONES:
+        return _solve_hinged(joints, start3, args, resolved)
     if not done:
         out, error, iterations, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
     if frames is None:
@@ -210,6 +213,37 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         if error <= args[5] or not fit.settled:
             return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
+
+
+def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
+                  resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain with hinges that is not a planar leg: the free pose when it keeps every limit, else the fit in
+    hinge coordinates (:mod:`.hinge_fit`) from the free pose, then from the pose without IK, then limited
+    FABRIK, each tried only when the last misses a target within the chain's length (by
+    :func:`.hinge_fit.fallback` tolerances), the first that reaches kept, else the fit from the free pose (a
+    fit that did not settle gives way to limited FABRIK, as for cones); ``_solve_limited``'s arguments and
+    returns."""
+    goal, _, _, lengths, unreachable, tolerance, *_ = args
+    free, error, iterations = run_fabrik(joints, *args, None)
+    if resolved.violations(free).max() <= LIMIT_SLACK:
+        return free, error, iterations, True, resolved.frames_of(free)
+    coordinates = hinge_coordinates(resolved, free)
+    fit = fit_swings(free, goal, lengths, coordinates, tolerance)
+    far = fallback(len(lengths)) * tolerance
+    iterations += fit.steps
+    if fit.error > far and not unreachable:
+        again = hinge_coordinates(resolved, start3)
+        refit = fit_swings(start3, goal, lengths, again, tolerance)
+        iterations += refit.steps
+        if refit.error <= tolerance:
+            coordinates, fit = again, refit
+    if not fit.settled or (fit.error > far and not unreachable):
+        out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
+        iterations += used
+        if error <= tolerance or not fit.settled:
+            return out, error, iterations, converged or error <= tolerance, resolved.frames_of(out)
+    frames = coordinates.bone_frames(coordinates.of(fit.joints)[None])[0]
+    return fit.joints, fit.error, iterations, fit.settled, frames
 
 
 def run_fabrik(

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
-from .limits import ConeLimit, ResolvedLimits
+from .limits import ConeLimit, HingeLimit, ResolvedLimits
 from .rotations import skew, turn_floats
 
 # Weights of the pull toward the reference (swing radians squared against the tip's distance squared
@@ -108,6 +109,31 @@ class SwingFit:
     settled: bool
 
 
+@dataclass(frozen=True)
+class Coordinates(ResolvedLimits):
+    """Limits whose fit runs in coordinates of their own (a chain with hinges: :mod:`.hinge_fit`): passed to
+    :func:`fit_swings` in place of the limits, they give the fit its walk (:meth:`of`, :meth:`joints`,
+    :meth:`tip`, :meth:`derivatives`); the projection and rim terms take a HINGE bone's ``(0, angle)`` as its
+    interval (:func:`_project`, :func:`_rim_terms`). Cone-only chains never see one."""
+
+    # Whether a fit that settled far short is polished, and from how many bones the near fit is proximal
+    # steps (:func:`fit_swings`; None: PROXIMAL_FROM).
+    polish: ClassVar[bool] = True
+    proximal_from: ClassVar[int | None] = None
+
+    def of(self, joints: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def joints(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def tip(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        return self.joints(q[None], root, lengths)[0, -1]
+
+    def derivatives(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return _tip_derivatives(q, root, lengths, self)
+
+
 def cones_only(limits: ResolvedLimits) -> bool:
     """Whether every limit of the chain is a cone or none (hinges roll their parents: other solves)."""
     return all(limit is None or isinstance(limit, ConeLimit) for limit in limits.limits)
@@ -115,6 +141,8 @@ def cones_only(limits: ResolvedLimits) -> bool:
 
 def swings_of(joints: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     """Swing coordinates ``(N, 2)`` of a pose ``(N+1, 3)`` (see the module)."""
+    if isinstance(limits, Coordinates):
+        return limits.of(joints)
     dirs = np.diff(joints, axis=0)
     dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
     out = np.zeros((len(dirs), 2))
@@ -150,6 +178,8 @@ def _locals(q: np.ndarray) -> np.ndarray:
 def joints_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     """Joints ``(..., N+1, 3)`` of swings ``q (..., N, 2)``: forward kinematics, batched over the leading axes
     (a few whole-array calls per bone: the local directions of every bone at once, then the turns)."""
+    if isinstance(limits, Coordinates):
+        return limits.joints(q, root, lengths)
     lead = q.shape[:-2]
     n = q.shape[-2]
     local = _locals(q.reshape(-1, n, 2))
@@ -186,6 +216,8 @@ def _turned(a: np.ndarray, b: np.ndarray, x: np.ndarray) -> np.ndarray:
 def tip_of(q: np.ndarray, root: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     """The tip ``(3,)`` of one pose's swings ``q (N, 2)``: :func:`joints_of`'s walk on plain floats (one
     pose through the batched walk costs about ten times as much)."""
+    if isinstance(limits, Coordinates):
+        return limits.tip(q, root, lengths)
     return np.array(_tip_floats(q.tolist(), root.tolist(), lengths.tolist(), _carried(limits).tolist(),
                                 limits.start_dirs.tolist()))
 
@@ -249,7 +281,10 @@ def project_swing(limit: ConeLimit | None, u: float, v: float) -> tuple[float, f
 def _project(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     out = q.copy()
     for i, limit in enumerate(limits.limits):
-        out[i] = project_swing(limit, float(q[i, 0]), float(q[i, 1]))  # type: ignore[arg-type]
+        if isinstance(limit, HingeLimit):  # a hinge's coordinates (:class:`Coordinates`): (0, its angle)
+            out[i] = 0.0, min(max(float(q[i, 1]), limit.min_angle), limit.max_angle)
+            continue
+        out[i] = project_swing(limit, float(q[i, 0]), float(q[i, 1]))
     return out
 
 
@@ -275,6 +310,13 @@ def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
                     if multiplier > 0.0:
                         hessian[2 * i, 2 * i] += multiplier * 2.0 / (a * a)
                         hessian[2 * i + 1, 2 * i + 1] += multiplier * 2.0 / (b * b)
+        elif isinstance(limit, HingeLimit):
+            # A hinge's angle at an end of its interval (:class:`Coordinates`): a straight rim, no curvature.
+            v = float(q[i, 1])
+            if v >= limit.max_angle:
+                normal = np.array([0.0, 1.0])
+            elif v <= limit.min_angle:
+                normal = np.array([0.0, -1.0])
         out.append(normal)
     return out
 
@@ -288,6 +330,8 @@ def _derivatives_at(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
                     limits: ResolvedLimits) -> tuple[np.ndarray, np.ndarray]:
     """:func:`_tip_derivatives`, reusing the last ones when every input is the same (callers never
     modify the arrays)."""
+    if isinstance(limits, Coordinates):
+        return limits.derivatives(q, root, lengths)
     key = tuple(np.ascontiguousarray(x, dtype=float).tobytes() for x in (
         q, root, lengths, limits.frames, limits.start_dirs, limits.rest_offsets, limits.base_frame))
     if _LAST_DERIVATIVES and _LAST_DERIVATIVES[0][0] == key:
@@ -391,7 +435,8 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         for mu in WIDE_STAGES:
             wide, more, settled_stage = _minimise(wide, q_ref, mu, root, target, lengths, limits)
             steps, settled = steps + more, settled and settled_stage
-    if len(lengths) >= PROXIMAL_FROM:
+    proximal_from = limits.proximal_from if isinstance(limits, Coordinates) else None
+    if len(lengths) >= (PROXIMAL_FROM if proximal_from is None else proximal_from):
         return _fit_proximal(wide, q_ref, steps, settled, root, target, lengths, limits, tolerance)
     mu_near = max(NEAR_PER_TOLERANCE * tolerance / length, MU_FLOOR)
     near, more, settled_near = _minimise(wide, wide, mu_near, root, target, lengths, limits)
@@ -399,7 +444,7 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     joints = joints_of(near, root, lengths, limits)
     error = float(np.linalg.norm(joints[-1] - target))
     start = near if len(lengths) < POLISHED_START_BELOW else wide
-    if error > POLISH_BEYOND * tolerance:
+    if error > POLISH_BEYOND * tolerance and (not isinstance(limits, Coordinates) or limits.polish):
         # Far short: the fits may have settled in a local minimum short of a target the cones allow.
         # Move the pose, as little as can be, until the tip is within the tolerance (not onto the target:
         # by the edge of what the cones allow the exact pose turns fast). Not closer to that edge, where

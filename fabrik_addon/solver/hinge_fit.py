@@ -1,0 +1,213 @@
+"""Chains with hinges that are not a planar leg (:mod:`.hinge_plane`), solved by the swing fit
+(:func:`.swing.fit_swings`) in coordinates that hold the hinges.
+
+Limited FABRIK (:func:`.fabrik.run_limited`), which took these chains before, stops where its pass budget
+runs out and restarts from other poses: on the quality benchmark's paths a bone turned 57 degrees in one frame
+on the 4-bone coned leg with a hinged knee, 178 on the 3-bone one, 179 on a hinged leg with a free foot, 78 on
+a chain with a hinged first bone. The fit is a function of its inputs instead (0.5-2 degrees on the same paths).
+
+Each bone has two coordinates ``q_i = (u, v)`` in a convex region:
+
+- a bone with a cone or no limit: its swing in its limit frame, as in :mod:`.swing` (the cone's ellipse);
+- a HINGE bone: ``v`` its hinge angle (the interval), ``u`` held at 0 (a pure local-X turn).
+
+Frames follow :meth:`.ResolvedLimits.frame_for`: a hinge bone is its limit frame turned about X by its angle;
+any other bone is its start frame turned by the minimal turn onto its direction, and a bone above a hinge is
+then rolled about its own axis by the roll the reference pose (the free solve) gives it there (the hinge's
+plane holding the reference's child: :meth:`.ResolvedLimits.frames_of`), so the hinge's plane follows the
+pole as the free solve's bend does. A free roll (one more coordinate, pulled toward the reference's like the
+others) let the fit reach targets the locked one misses by rolling the plane to one side or the other, a mirror
+choice that flipped as the target crossed the plane: 155 degrees in one frame on the coned leg.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import ClassVar
+
+import numpy as np
+
+from .limits import HingeLimit, ResolvedLimits
+from .rotations import turn_floats
+from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned
+
+# Chains of this many bones at most take the fit; longer ones keep limited FABRIK. On 6 bones (the quality
+# benchmark's coned leg with a hinged knee and a pole) the fit turned 1.22 degrees a frame where limited FABRIK
+# turned 18.1, but fell short of 34 targets limited FABRIK reaches (6 before), up to 6.5e-3 of the length, and
+# said they were out of reach; handing over nearer (1 tolerance) turned it 23.5 degrees where it handed over.
+HINGE_FIT_MAX_BONES = 5
+# The fit from the pose without IK, then limited FABRIK, are tried when the fit misses a target within the
+# chain's length by more than this many tolerances (the first that reaches is kept), and from PROXIMAL_FROM
+# bones (.swing: where the cone fit rounds the edge of what the limits allow, up to 6.6e-3 of the length short)
+# by more than HINGE_FALLBACK_LONG. Measured on the quality loops (scripts/quality_bench.py, 400 frames):
+# at 1 tolerance the 6-bone coned leg with a hinged knee turned 23.5 degrees in a frame where limited FABRIK
+# took over by the edge (1.22 at 10; frames missed 6 against 34, limited FABRIK alone 6 and 18.1 degrees);
+# at 10 the 4-bone one without a pole missed 3 frames more than at 1 (73 against 70, as limited FABRIK).
+HINGE_FALLBACK = 1.0
+HINGE_FALLBACK_LONG = 10.0
+
+
+def fallback(bones: int) -> float:
+    """Tolerances past which a hinged chain of ``bones`` tries the fit from the pose without IK, then limited
+    FABRIK."""
+    return HINGE_FALLBACK if bones < PROXIMAL_FROM else HINGE_FALLBACK_LONG
+
+
+def has_hinges(limits: ResolvedLimits) -> bool:
+    """Whether any bone of the chain is a hinge."""
+    return any(isinstance(limit, HingeLimit) for limit in limits.limits)
+
+
+@dataclass(frozen=True)
+class HingeCoordinates(Coordinates):
+    """:class:`.swing.Coordinates` of a chain with hinges (see the module): ``roll_angles (N,)`` the roll of each
+    bone above a hinge, from its minimal-turn frame (zero for the others); build with :func:`hinge_coordinates`."""
+
+    roll_angles: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # With hinges, no polish: where the fit settles short, what reaches there rolls the hinge's plane to one
+    # side or the other, a mirror choice that flipped with the target's side (155 degrees in one frame on the
+    # quality benchmark's coned leg with a hinged knee; the polish turned the 6-bone one 32 degrees, between
+    # local minima).
+    polish: ClassVar[bool] = False
+    proximal_from: ClassVar[int | None] = 2
+
+    def bone_frames(self, q: np.ndarray) -> np.ndarray:
+        """Bone frames ``(K, N, 3, 3)`` of coordinates ``q (K, N, 2)``."""
+        k, n = q.shape[0], q.shape[1]
+        out = np.empty((k, n, 3, 3))
+        parent = np.broadcast_to(self.base_frame, (k, 3, 3))
+        for i in range(n):
+            frame = parent @ self.rest_offsets[i]
+            if isinstance(self.limits[i], HingeLimit):
+                angle = q[:, i, 1]
+                c, s = np.cos(angle)[:, None], np.sin(angle)[:, None]
+                out[:, i, :, 0] = frame[:, :, 0]
+                out[:, i, :, 1] = frame[:, :, 1] * c + frame[:, :, 2] * s
+                out[:, i, :, 2] = frame[:, :, 2] * c - frame[:, :, 1] * s
+            else:
+                d = np.einsum("kij,kj->ki", frame, _locals(q[:, i]))
+                d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+                x = _turned(self.start_dirs[i], d, np.broadcast_to(self.frames[i][:, 0], (k, 3)).copy())
+                roll = float(self.roll_angles[i])
+                if roll != 0.0:
+                    c0, s0 = math.cos(roll), math.sin(roll)
+                    x = x * c0 + _cross(d, x) * s0 + d * (np.einsum("ki,ki->k", d, x)[:, None] * (1.0 - c0))
+                x = x - np.einsum("ki,ki->k", d, x)[:, None] * d
+                x /= np.sqrt(np.einsum("ki,ki->k", x, x))[:, None]
+                out[:, i, :, 0], out[:, i, :, 1], out[:, i, :, 2] = x, d, _cross(x, d)
+            parent = out[:, i]
+        return out
+
+    def of(self, joints: np.ndarray) -> np.ndarray:
+        """Coordinates ``(N, 2)`` of a pose ``(N+1, 3)``: each hinge's angle of its direction's projection
+        onto its plane, each other bone's swing."""
+        dirs = np.diff(joints, axis=0)
+        dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
+        out = np.zeros((len(dirs), 2))
+        parent = self.base_frame
+        for i, d in enumerate(dirs):
+            x, y, z = self.limit_frame(parent, i).T @ d
+            if isinstance(self.limits[i], HingeLimit):
+                out[i, 1] = math.atan2(z, y)
+            else:
+                side = math.hypot(x, z)
+                if side > 0.0:
+                    theta = math.atan2(side, y)
+                    out[i] = theta * x / side, theta * z / side
+            parent = self.bone_frames(out[None, :i + 1])[0, i]
+        return out
+
+    @cached_property
+    def _walk(self) -> tuple[list, list, list, list, list]:
+        """The walk's constants on plain floats: base frame rows, rest offsets, start directions, start X
+        axes, hinge flags."""
+        return (self.base_frame.tolist(), self.rest_offsets.tolist(), self.start_dirs.tolist(),
+                self.frames[:, :, 0].tolist(), [isinstance(limit, HingeLimit) for limit in self.limits])
+
+    def tip(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """The tip ``(3,)`` of one pose's coordinates ``q (N, 2)``: :meth:`bone_frames`' walk on plain floats
+        (one pose through the batched walk costs about a hundred times as much)."""
+        base, offsets, starts, start_x, hinges = self._walk
+        p = base  # the parent frame's rows
+        x0, y0, z0 = (float(v) for v in root)
+        for (u, v), length, offset, start, sx, hinge, roll in zip(q.tolist(), lengths.tolist(), offsets, starts,
+                                                                    start_x, hinges, self.roll_angles.tolist()):
+            f = [[sum(p[r][k] * offset[k][c] for k in range(3)) for c in range(3)] for r in range(3)]
+            if hinge:
+                c, s_ = math.cos(v), math.sin(v)
+                xs = [f[r][0] for r in range(3)]
+                ys = [f[r][1] * c + f[r][2] * s_ for r in range(3)]
+                zs = [f[r][2] * c - f[r][1] * s_ for r in range(3)]
+            else:
+                theta = math.hypot(u, v)
+                k = math.sin(theta) / theta if theta > 1e-4 else 1.0 - theta * theta / 6.0
+                lx, ly, lz = u * k, math.cos(theta), v * k
+                ys = [f[r][0] * lx + f[r][1] * ly + f[r][2] * lz for r in range(3)]
+                norm = math.sqrt(ys[0] * ys[0] + ys[1] * ys[1] + ys[2] * ys[2])
+                ys = [y / norm for y in ys]
+                xs = list(turn_floats(*start, *ys, *sx))
+                dx, dy, dz = ys
+                if roll != 0.0:
+                    c0, s0 = math.cos(roll), math.sin(roll)
+                    along = dx * xs[0] + dy * xs[1] + dz * xs[2]
+                    cx, cy, cz = dy * xs[2] - dz * xs[1], dz * xs[0] - dx * xs[2], dx * xs[1] - dy * xs[0]
+                    t = along * (1.0 - c0)
+                    xs = [xs[0] * c0 + cx * s0 + dx * t, xs[1] * c0 + cy * s0 + dy * t, xs[2] * c0 + cz * s0 + dz * t]
+                along = dx * xs[0] + dy * xs[1] + dz * xs[2]
+                xs = [xs[0] - along * dx, xs[1] - along * dy, xs[2] - along * dz]
+                norm = math.sqrt(xs[0] * xs[0] + xs[1] * xs[1] + xs[2] * xs[2])
+                xs = [x / norm for x in xs]
+                zs = [xs[1] * dz - xs[2] * dy, xs[2] * dx - xs[0] * dz, xs[0] * dy - xs[1] * dx]
+            p = [[xs[r], ys[r], zs[r]] for r in range(3)]
+            x0, y0, z0 = x0 + length * ys[0], y0 + length * ys[1], z0 + length * ys[2]
+        return np.array([x0, y0, z0])
+
+    def derivatives(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`.swing.Coordinates.derivatives`, reusing the last ones for the same coordinates and inputs
+        (each stage of the fit starts where the last one settled, as :func:`.swing._derivatives_at`)."""
+        key = (q.tobytes(), np.ascontiguousarray(root, dtype=float).tobytes(), lengths.tobytes())
+        last = _LAST_DERIVATIVES
+        if last and last[0][0] is self and last[0][1] == key:
+            return last[0][2]
+        derivatives = super().derivatives(q, root, lengths)
+        last[:] = [(self, key, derivatives)]
+        return derivatives
+
+    def joints(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        lead = q.shape[:-2]
+        n = q.shape[-2]
+        dirs = self.bone_frames(q.reshape(-1, n, 2))[:, :, :, 1]
+        out = np.empty((dirs.shape[0], n + 1, 3))
+        out[:, 0] = root
+        out[:, 1:] = root + np.cumsum(lengths[None, :, None] * dirs, axis=1)
+        return out.reshape(*lead, n + 1, 3)
+
+
+_LAST_DERIVATIVES: list[tuple[HingeCoordinates, tuple[bytes, ...], tuple[np.ndarray, np.ndarray]]] = []
+
+
+def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Row-wise cross products of ``(K, 3)`` arrays (np.cross costs several times as much on small rows)."""
+    out = np.empty_like(a)
+    out[:, 0] = a[:, 1] * b[:, 2] - a[:, 2] * b[:, 1]
+    out[:, 1] = a[:, 2] * b[:, 0] - a[:, 0] * b[:, 2]
+    out[:, 2] = a[:, 0] * b[:, 1] - a[:, 1] * b[:, 0]
+    return out
+
+
+def hinge_coordinates(limits: ResolvedLimits, reference: np.ndarray) -> HingeCoordinates:
+    """The coordinates of a chain with hinges whose bones above hinges (not hinges themselves, whose roll is
+    locked to their parent) roll as in ``reference (N+1, 3)``: from each one's minimal-turn frame to the one
+    the limits give it there (the hinge's plane holding the reference's child, :meth:`.ResolvedLimits.frames_of`)."""
+    n = len(limits.limits)
+    rolls = np.zeros(n)
+    frames = limits.frames_of(reference)
+    for i in range(n):
+        if limits.rolls(i):
+            d = frames[i][:, 1]
+            plain, rolled = limits.bone_frame(i, d)[:, 0], frames[i][:, 0]
+            rolls[i] = math.atan2(float(np.cross(plain, rolled) @ d), float(plain @ rolled))
+    return HingeCoordinates(limits.limits, limits.frames, limits.start_dirs, limits.rest_offsets, limits.base_frame,
+                            rolls)

