@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
+from mathutils import Euler, Quaternion
+
 from rigkit.blender import (  # noqa: F401  (re-exported for the tests)
     ROOT,
     add_chain,
@@ -19,3 +22,42 @@ from rigkit.blender import (  # noqa: F401  (re-exported for the tests)
     world_head,
     world_tail,
 )
+
+# Every rotation mode a pose bone can store its channels in.
+MODES = ('QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE')
+
+
+def keyed_in_every_mode(make, bones: int, frames: int, rng, spread: float, near: float, far: float):
+    """Issue 23's ill-conditioned set-up: one rig per rotation mode of :data:`MODES` from ``make(name)`` (its bones
+    ``b0..``), each rotated, scaled and parented to an empty keyed to a random place on every frame, the same random
+    FK rotations (``spread`` radians) keyed on every bone in that mode, and one target under the empty, keyed near
+    the rest tip (``near``) on odd frames and far (``far``) on even ones. Returns ``(rigs, target, carrier)``."""
+    carrier = empty("Carrier")
+    for frame in range(1, frames + 1):
+        carrier.location = tuple(rng.normal(0.0, 0.5, 3))
+        carrier.rotation_euler = tuple(rng.normal(0.0, 0.4, 3))
+        carrier.keyframe_insert("location", frame=frame)
+        carrier.keyframe_insert("rotation_euler", frame=frame)
+    keys = [[Quaternion(Euler(tuple(rng.normal(0.0, spread, 3)))) for _ in range(bones)] for _ in range(frames)]
+    rigs = []
+    for mode in MODES:
+        ob = make(f"Rig{mode}")
+        ob.parent = carrier
+        ob.rotation_euler = (0.4, -0.7, 1.1)
+        ob.scale = (1.3, 1.3, 1.3)
+        for k in range(bones):
+            pb = ob.pose.bones[f"b{k}"]
+            pb.rotation_mode = mode
+            path = {'QUATERNION': "rotation_quaternion",
+                    'AXIS_ANGLE': "rotation_axis_angle"}.get(mode, "rotation_euler")
+            for frame in range(1, frames + 1):
+                set_rotation(pb, keys[frame - 1][k])
+                pb.keyframe_insert(path, frame=frame)
+        rigs.append(ob)
+    rest_tip = np.array(rigs[0].matrix_basis @ rigs[0].data.bones[f"b{bones - 1}"].tail_local)  # in the carrier
+    target = empty("Target")
+    points = [tuple(rest_tip + rng.normal(0.0, near, 3)) if frame % 2 else tuple(rest_tip + rng.normal(0.0, far, 3))
+              for frame in range(1, frames + 1)]
+    key_path(target, points, list(range(1, frames + 1)))
+    target.parent = carrier
+    return rigs, target, carrier

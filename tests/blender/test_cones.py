@@ -6,14 +6,12 @@ import math
 import bpy
 import numpy as np
 import pytest
-from mathutils import Euler, Quaternion
-from rigs import add_chain, armature, empty, key_path, set_rotation
+from rigs import add_chain, armature, empty, key_path, keyed_in_every_mode
 from test_quality import world_rotations
 
 from fabrik_addon.solver.limits import ConeLimit
 
 CONE = (0.5, 0.5, 0.6, 0.4)  # left, right, up, down (radians)
-MODES = ('QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE')
 
 
 def leg(name: str, n: int = 4, location=(0.0, 0.0, 0.0)):
@@ -136,37 +134,14 @@ def test_the_same_coned_keys_in_every_rotation_mode_give_the_same_world_pose(n):
     stored in eight rotation modes; targets near the rest tip and beyond what the cones allow. Limited FABRIK
     put the 4-bone poses 0.32-1.56 units apart."""
     frames = 12
-    rng = np.random.default_rng(23)
-    carrier = empty("Carrier")
-    for frame in range(1, frames + 1):
-        carrier.location = tuple(rng.normal(0.0, 0.5, 3))
-        carrier.rotation_euler = tuple(rng.normal(0.0, 0.4, 3))
-        carrier.keyframe_insert("location", frame=frame)
-        carrier.keyframe_insert("rotation_euler", frame=frame)
-    keys = [[Quaternion(Euler(tuple(rng.normal(0.0, 0.25, 3)))) for _ in range(n)] for _ in range(frames)]
-    rigs = []
-    for mode in MODES:
-        ob, joints = leg(f"Rig{mode}", n)
-        ob.parent = carrier
-        ob.rotation_euler = (0.4, -0.7, 1.1)
-        ob.scale = (1.3, 1.3, 1.3)
+
+    def make(name: str):
+        ob, _ = leg(name, n)
         set_cones(ob, n)
-        for k in range(n):
-            pb = ob.pose.bones[f"b{k}"]
-            pb.rotation_mode = mode
-            path = {'QUATERNION': "rotation_quaternion",
-                    'AXIS_ANGLE': "rotation_axis_angle"}.get(mode, "rotation_euler")
-            for frame in range(1, frames + 1):
-                set_rotation(pb, keys[frame - 1][k])
-                pb.keyframe_insert(path, frame=frame)
-        rigs.append(ob)
+        return ob
+
     # Targets: near the rest tip on odd frames, far beside the chain (beyond what the cones allow) on even.
-    rest_tip = np.array(rigs[0].matrix_basis @ rigs[0].data.bones[f"b{n - 1}"].tail_local)  # in the carrier
-    target = empty("Target")
-    points = [tuple(rest_tip + rng.normal(0.0, 0.1, 3)) if frame % 2 else
-              tuple(rest_tip + rng.normal(0.0, 1.5, 3)) for frame in range(1, frames + 1)]
-    key_path(target, points, list(range(1, frames + 1)))
-    target.parent = carrier
+    rigs, target, _ = keyed_in_every_mode(make, n, frames, np.random.default_rng(23), 0.25, 0.1, 1.5)
     chains = [add_chain(ob, f"b{n - 1}", n, target, tolerance=1e-3, iterations=30) for ob in rigs]
     statuses = set()
     for frame in (5, 1, 12, 2, 7, 3, 10, 4, 6, 8, 9, 11):

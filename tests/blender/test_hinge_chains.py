@@ -7,12 +7,12 @@ import math
 import bpy
 import numpy as np
 import pytest
-from mathutils import Euler, Quaternion
-from rigs import add_chain, armature, empty, key_path, off_x, relative_rotations, set_rotation, world_tail
+from rigs import add_chain, armature, empty, key_path, keyed_in_every_mode, off_x, relative_rotations, world_tail
+from test_cones import loop, world_joints
+from test_quality import turn_degrees, world_rotations
 
 CONE = (0.5, 0.5, 0.6, 0.4)  # the issue's cone: left, right, up, down
 KNEE = (math.radians(-10.0), math.radians(150.0))
-MODES = ('QUATERNION', 'XYZ', 'XZY', 'YXZ', 'YZX', 'ZXY', 'ZYX', 'AXIS_ANGLE')
 LENGTH = 2.0
 
 
@@ -31,38 +31,6 @@ def arc_leg(name: str, bones: int, limits: dict):
             lim.mode = 'HINGE'
             lim.hinge_min, lim.hinge_max = limit
     return ob, np.array(joints)
-
-
-def loop_points(joints: np.ndarray, frames: range, total: int = 400) -> list[tuple]:
-    """The quality benchmark's loop (0.4% of the chain's length a frame), at ``frames`` of its ``total``."""
-    root, tip = joints[0], joints[-1]
-    axis = (tip - root) / np.linalg.norm(tip - root)
-    bend = joints[1:-1].mean(axis=0) - root
-    bend = bend - (bend @ axis) * axis
-    bend /= np.linalg.norm(bend)
-    side = np.cross(axis, bend)
-    out = []
-    for f in frames:
-        t = 2.0 * math.pi * f / total
-        out.append(tuple(root + 0.7 * (tip - root) + 0.2 * LENGTH * (math.cos(t) * axis + math.sin(t) * bend)
-                         + 0.08 * LENGTH * math.sin(2.0 * t) * side))
-    return out
-
-
-def world_rotations(ob, n: int) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    world = np.array(ev.matrix_world)
-    out = []
-    for k in range(n):
-        m = (world @ np.array(ev.pose.bones[f"b{k}"].matrix))[:3, :3]
-        out.append(m / np.linalg.norm(m, axis=0))
-    return np.array(out)
-
-
-def turn_degrees(a: np.ndarray, b: np.ndarray) -> float:
-    rel = np.swapaxes(a, 1, 2) @ b
-    cos = np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
-    return float(np.degrees(np.arccos(cos)).max())
 
 
 def cone_excess(q, cone) -> float:
@@ -89,7 +57,7 @@ def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bo
     a frame, every hinge is a pure local-X turn inside its interval, every cone is kept, and the free foot
     reaches every target."""
     ob, joints = arc_leg("Leg", bones, limits)
-    points = loop_points(joints, frames)
+    points = [loop(joints, 400)[k] for k in frames]  # the quality benchmark's loop
     target = empty("Target", points[0])
     key_path(target, points, list(range(1, len(points) + 1)))
     chain = add_chain(ob, f"b{bones - 1}", bones, target, pole=empty("Pole", (0.0, 2.0, 1.0)), tolerance=1e-3)
@@ -120,13 +88,6 @@ def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bo
     assert worst < 5.0
 
 
-def world_joints(ob, n: int) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    world = ev.matrix_world
-    return np.array([world @ ev.pose.bones[f"b{k}"].head for k in range(n)]
-                    + [world @ ev.pose.bones[f"b{n - 1}"].tail])
-
-
 @pytest.mark.usefixtures("solve_path")
 @pytest.mark.parametrize(("bones", "limits", "pole"), [
     (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, False),
@@ -142,35 +103,8 @@ def test_the_same_hinged_keys_in_every_rotation_mode_give_the_same_world_pose(bo
     (inputs that differ by float32 rounding); targets near the rest tip and far beside the chain: the world
     joints agree to 1e-4 (the branch this came from: 4e-3)."""
     frames = 8
-    rng = np.random.default_rng(bones + 10 * pole)
-    carrier = empty("Carrier")
-    for frame in range(1, frames + 1):
-        carrier.location = tuple(rng.normal(0.0, 0.5, 3))
-        carrier.rotation_euler = tuple(rng.normal(0.0, 0.4, 3))
-        carrier.keyframe_insert("location", frame=frame)
-        carrier.keyframe_insert("rotation_euler", frame=frame)
-    keys = [[Quaternion(Euler(tuple(rng.normal(0.0, 0.15, 3)))) for _ in range(bones)] for _ in range(frames)]
-    rigs = []
-    for mode in MODES:
-        ob, joints = arc_leg(f"Rig{mode}", bones, limits)
-        ob.parent = carrier
-        ob.rotation_euler = (0.4, -0.7, 1.1)
-        ob.scale = (1.3, 1.3, 1.3)
-        for k in range(bones):
-            pb = ob.pose.bones[f"b{k}"]
-            pb.rotation_mode = mode
-            path = {'QUATERNION': "rotation_quaternion",
-                    'AXIS_ANGLE': "rotation_axis_angle"}.get(mode, "rotation_euler")
-            for frame in range(1, frames + 1):
-                set_rotation(pb, keys[frame - 1][k])
-                pb.keyframe_insert(path, frame=frame)
-        rigs.append(ob)
-    rest_tip = np.array(rigs[0].matrix_basis @ rigs[0].data.bones[f"b{bones - 1}"].tail_local)  # in the carrier
-    target = empty("Target")
-    points = [tuple(rest_tip + rng.normal(0.0, 0.3, 3)) if frame % 2 else tuple(rest_tip + rng.normal(0.0, 1.0, 3))
-              for frame in range(1, frames + 1)]
-    key_path(target, points, list(range(1, frames + 1)))
-    target.parent = carrier
+    rigs, target, carrier = keyed_in_every_mode(lambda name: arc_leg(name, bones, limits)[0], bones, frames,
+                                                np.random.default_rng(bones + 10 * pole), 0.15, 0.3, 1.0)
     pole_ob = None
     if pole:
         pole_ob = empty("Pole", (0.0, 2.0, 1.0))
