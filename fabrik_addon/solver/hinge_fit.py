@@ -31,7 +31,7 @@ import numpy as np
 
 from .limits import HingeLimit, ResolvedLimits
 from .rotations import turn_floats
-from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned
+from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned, swing_of
 
 # Chains of this many bones at most take the fit; longer ones keep limited FABRIK. On 6 bones (the quality
 # benchmark's coned leg with a hinged knee and a pole) the fit turned 1.22 degrees a frame where limited FABRIK
@@ -112,10 +112,7 @@ class HingeCoordinates(Coordinates):
             if isinstance(self.limits[i], HingeLimit):
                 out[i, 1] = math.atan2(z, y)
             else:
-                side = math.hypot(x, z)
-                if side > 0.0:
-                    theta = math.atan2(side, y)
-                    out[i] = theta * x / side, theta * z / side
+                out[i] = swing_of(x, y, z)
             parent = self.bone_frames(out[None, :i + 1])[0, i]
         return out
 

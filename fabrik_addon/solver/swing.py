@@ -149,12 +149,19 @@ def swings_of(joints: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     parent = limits.base_frame
     for i, d in enumerate(dirs):
         x, y, z = limits.limit_frame(parent, i).T @ d
-        side = math.hypot(x, z)
-        if side > 0.0:
-            theta = math.atan2(side, y)
-            out[i] = theta * x / side, theta * z / side
+        out[i] = swing_of(x, y, z)
         parent = limits.bone_frame(i, d)
     return out
+
+
+def swing_of(x: float, y: float, z: float) -> tuple[float, float]:
+    """The swing ``(u, v)`` of a unit direction ``(x, y, z)`` in its limit frame (the inverse of :func:`_locals`):
+    its angle from Y, split along X and Z; ``(0, 0)`` along Y."""
+    side = math.hypot(x, z)
+    if side > 0.0:
+        theta = math.atan2(side, y)
+        return theta * x / side, theta * z / side
+    return 0.0, 0.0
 
 
 def _carried(limits: ResolvedLimits) -> np.ndarray:
