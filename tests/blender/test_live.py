@@ -325,6 +325,53 @@ def test_duplicated_renamed_and_deleted_rigs_are_followed():
     assert [tuple(pb.rotation_quaternion) for pb in other.pose.bones] == kept
 
 
+def test_a_rig_removed_and_made_again_under_its_name_is_solved():
+    """The handler keeps the rigs' objects between frames: one freed by a script (no update in between) and
+    replaced by another of the same name, or taken away by undo and brought back by redo, is looked up again,
+    never read through the freed object."""
+    first = straightish_chain("Arm", 3)
+    target = empty("Target", (0.5, 0.5, 2.0))
+    add_chain(first, "b2", 3, target)
+    bpy.context.scene.frame_set(2)
+    assert np.linalg.norm(world_tail(first, "b2") - target_position(target)) < 1e-3
+    bpy.data.objects.remove(first)
+    second = straightish_chain("Arm", 4, length=0.6)
+    chain = add_chain(second, "b3", 4, target)
+    target.location = (-0.4, 0.6, 1.9)
+    bpy.context.scene.frame_set(3)
+    assert chain.status == 'REACHED', (chain.status, chain.message)
+    assert np.linalg.norm(world_tail(second, "b3") - target_position(target)) < 1e-3
+
+    bpy.ops.ed.undo_push(message="rig made again")
+    bpy.data.objects.remove(second)
+    bpy.context.scene.frame_set(4)  # nothing to solve, nothing raised
+    bpy.ops.ed.undo_push(message="rig removed")
+    assert bpy.ops.ed.undo() == {'FINISHED'}
+    again, target = bpy.data.objects["Arm"], bpy.data.objects["Target"]
+    target.location = (0.3, -0.6, 2.0)
+    bpy.context.scene.frame_set(5)
+    assert again.fabrik.chains[0].status == 'REACHED'
+    assert np.linalg.norm(world_tail(again, "b3") - target_position(target)) < 1e-3
+
+
+def test_a_rig_freed_outside_the_scene_does_not_stop_the_others(capsys):
+    """A rig unlinked from the scene stays on the handler's list (relinking it sends no update); freed then
+    (no collection holds it, so no update either), the kept object is invalid: the other rigs solve on."""
+    gone, live = straightish_chain("Gone", 3), straightish_chain("Live", 3, location=(2.0, 0.0, 0.0))
+    target_gone, target = empty("TG", (0.5, 0.5, 2.0)), empty("T", (2.5, 0.5, 2.0))
+    add_chain(gone, "b2", 3, target_gone)
+    add_chain(live, "b2", 3, target)
+    bpy.context.scene.frame_set(2)
+    bpy.context.scene.collection.objects.unlink(gone)
+    bpy.context.scene.frame_set(3)
+    bpy.data.objects.remove(gone)
+    for frame, point in enumerate(((1.6, -0.5, 1.9), (2.4, 0.6, 2.1)), 4):
+        target.location = point
+        bpy.context.scene.frame_set(frame)
+        assert np.linalg.norm(world_tail(live, "b2") - target_position(target)) < 1e-3
+    assert "Traceback" not in capsys.readouterr().err
+
+
 def test_chains_reordered_by_a_script_keep_their_own_bones():
     """``chains.move`` changes no setting (no update callback runs): the cached layout must notice."""
     ob = armature("Two", [
