@@ -118,6 +118,14 @@ def arm_with_others(name: str, others: int, location=(0.0, 0.0, 0.0)):
     return armature(name, bones, location)
 
 
+def arm_among_objects(name: str, objects: int, location=(0.0, 0.0, 0.0)):
+    """:func:`arm_with_others` without other bones, in a scene holding ``objects`` empties named before it (a
+    lookup by name walks them first: ``bpy.data.objects`` is kept sorted by name)."""
+    for k in range(objects):
+        bpy.context.scene.collection.objects.link(bpy.data.objects.new(f"A{k:05d}", None))
+    return arm_with_others(name, 0, location)
+
+
 def chain_points(ob, spec: ChainSpec) -> tuple[np.ndarray, np.ndarray, float]:
     """The chain's root head, tip tail (world space, at rest) and length."""
     bones = ob.data.bones

@@ -154,6 +154,8 @@ def cases() -> list[Case]:
     for others in (0, 150, 1000):
         out.append(Case(f"arm + {others} bones", 1, 2, partial(
             build_real, lambda k, o=others: realrig.arm_with_others(f"Rig{k}", o), realrig.ARM_CHAINS, 1), True))
+    out.append(Case("arm + 1000 objects", 1, 2, partial(
+        build_real, lambda k: realrig.arm_among_objects(f"Rig{k}", 1000), realrig.ARM_CHAINS, 1), True))
     specs = realrig.METARIG_CHAINS
     out.append(Case("metarig", len(specs), "2-3", partial(
         build_real, lambda k: realrig.metarig(f"metarig{k}"), specs, 1), True))
