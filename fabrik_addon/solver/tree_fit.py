@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .limits import ConeLimit, LimitFrames, ResolvedLimits
+from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
 from .swing import _constrained_step, _locals, _project, _rim_terms, _turned, swing_of
 
 # Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
@@ -56,6 +56,7 @@ class _Coordinates:
     framed: set[int]  # joints whose bone's frame a child's limit frame needs
     effector: np.ndarray  # (E,)
     cones: ResolvedLimits  # the swung joints' limits, in their order, for .swing's projection and rims
+    hinges: list[int]  # rows of swings whose limit is a hinge
 
     @property
     def size(self) -> int:
@@ -110,9 +111,8 @@ def _exps(w: np.ndarray) -> np.ndarray:
 
 
 def fits(limits: LimitFrames) -> bool:
-    """Whether :func:`fit_tree` fits a tree with these limits: cones or none (a hinge's roll rule is the
-    lone chains')."""
-    return all(limit is None or isinstance(limit, ConeLimit) for limit in limits.limits[1:])
+    """Whether :func:`fit_tree` fits a tree with these limits: every one has swing coordinates here."""
+    return all(limit is None or isinstance(limit, ConeLimit | HingeLimit) for limit in limits.limits[1:])
 
 
 def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
@@ -134,7 +134,9 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     bodies : dict rigid joint -> ndarray (3, 3)
         The turn from ``start`` each rigid body (a joint with two or more children) has in ``pose``.
     limits : LimitFrames
-        Cones or none (:func:`fits`).
+        Cones, hinges or none. A HINGE bone's swing is ``(0, its angle)`` (its direction turned about its
+        limit frame's X), as the passes project it; the lone chains' roll of the bone above a hinge is
+        theirs (the rig layer solves hinged branches again as lone chains).
     tolerance : float
         The distance that counts as reached.
 
@@ -151,7 +153,8 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
         {j: start[j] - start[par[j]] for j in range(1, len(par)) if par[j] in bodies},
         np.array([bodies[p] for p in rigid]).reshape(-1, 3, 3), framed, effector,
         ResolvedLimits(tuple(limits.limits[j] for j in swung), limits.frames[swung], limits.start_dirs[swung],
-                       limits.rest_offsets[swung], limits.base_frame))
+                       limits.rest_offsets[swung], limits.base_frame),
+        [n for n, j in enumerate(swung) if isinstance(limits.limits[j], HingeLimit)])
     x = _coordinates_of(pose, coords)
     length = float(lengths.sum())
     x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2)
@@ -206,6 +209,10 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
         gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
         hessian = 2.0 * (jac.T @ jac + PULL * eye)
         normals = _rim_terms(x[:2 * ns].reshape(ns, 2), gradient, hessian, coords.cones)
+        for i in coords.hinges:  # a hinge's swing keeps u = 0: no step along it
+            gradient[2 * i] = 0.0
+            hessian[2 * i, :] = hessian[:, 2 * i] = 0.0
+            hessian[2 * i, 2 * i] = 1.0
         moved = -1.0
         while damping < 1e12:
             step = _constrained_step(hessian + damping * eye, gradient, normals)
