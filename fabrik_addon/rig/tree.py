@@ -272,38 +272,11 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
                            scale_free=[k - last - 1 for k in plan.scale_free if k > last],
                            match_rotation=plan.match_rotation,
                            length=plan.length)  # the tolerance is a fraction of the whole chain's length
-        tree_entry = diagnostics.of(chain)
-        tree_reached = reachable is not None and bool(reachable[i]) and tree_entry.status == 'REACHED'
-        tree_error = tree_entry.error
-        kept = _kept(arm, branch.bones) if tree_reached and chain.pole is None else None
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
-        if kept is not None and entry.status != 'REACHED':
-            # The tree, solved with every limit, reached this target and the lone chain did not from there:
-            # the branch keeps the tree's pose (cones only: a hinge turns about X alone as a lone chain).
-            _restore(arm, kept)
-            set_status(chain, 'REACHED', "", tree_error, result.iterations)
-            continue
         if entry.status == 'UNREACHABLE' and (not result.converged or reachable is not None and bool(reachable[i])):
             status, message = diagnostics.solve_status(False, False, result.iterations)
             set_status(chain, status, message, entry.error, result.iterations)
-
-
-def _kept(arm: ArmatureFrame, bones: list[str]) -> list[tuple] | None:
-    """The rotation channels and new matrices of ``bones``, for :func:`_restore`; None where one has a
-    HINGE limit."""
-    pose_bones = [arm.ob.pose.bones[b] for b in bones]
-    if any(pb.fabrik_limit.mode == 'HINGE' for pb in pose_bones):
-        return None
-    return [(pb, tuple(pb.rotation_quaternion), tuple(pb.rotation_euler), tuple(pb.rotation_axis_angle),
-             arm.new_matrices.get(pb.name)) for pb in pose_bones]
-
-
-def _restore(arm: ArmatureFrame, kept: list[tuple]) -> None:
-    for pb, quaternion, euler, axis_angle, matrix in kept:
-        pb.rotation_quaternion, pb.rotation_euler, pb.rotation_axis_angle = quaternion, euler, axis_angle
-        if matrix is not None:
-            arm.new_matrices[pb.name] = matrix
 
 
 def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
+from .rotations import matrices_from_two_vectors, perpendicular
 from .swing import _constrained_step, _locals, _project, _rim_terms, _turned, swing_of
 
 # Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
@@ -38,6 +39,9 @@ STEP_TOL = 1e-11
 MAX_STEPS = 100
 # Central-difference step (radians) for the effectors' Jacobian.
 H = 1e-6
+# A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
+# (as :data:`.tree.PARALLEL`).
+PARALLEL = 1e-5
 
 
 @dataclass(eq=False)
@@ -56,7 +60,11 @@ class _Coordinates:
     framed: set[int]  # joints whose bone's frame a child's limit frame needs
     effector: np.ndarray  # (E,)
     cones: ResolvedLimits  # the swung joints' limits, in their order, for .swing's projection and rims
-    hinges: list[int]  # rows of swings whose limit is a hinge
+    locked: list[int]  # coordinates that never move: a hinge's u, a one-direction body's third
+    # Bodies whose children leave along one direction (branches from one point: no roll to fix), as
+    # :func:`.tree._place_rigid` turns them: the least turn from their start direction ``unit0`` onto
+    # ``aim + u side[0] + v side[1]`` (their first two coordinates).
+    single: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]  # body row -> (unit0, aim, side (2, 3))
 
     @property
     def size(self) -> int:
@@ -67,7 +75,12 @@ class _Coordinates:
         k = len(x)
         ns = len(self.swung)
         local = _locals(x[:, :2 * ns].reshape(k, ns, 2))
-        turns = _exps(x[:, 2 * ns:].reshape(k, len(self.bodies), 3)) @ self.turn0[None]
+        w = x[:, 2 * ns:].reshape(k, len(self.bodies), 3)
+        turns = _exps(w) @ self.turn0[None]
+        for b, (unit0, aim, side) in self.single.items():
+            d = aim + w[:, b, :2] @ side
+            d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+            turns[:, b] = matrices_from_two_vectors(np.broadcast_to(unit0, d.shape), d)
         body_of = {p: turns[:, b] for b, p in enumerate(self.bodies)}
         out = np.empty((k, len(self.parent), 3))
         out[:, 0] = self.root
@@ -154,7 +167,15 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
         np.array([bodies[p] for p in rigid]).reshape(-1, 3, 3), framed, effector,
         ResolvedLimits(tuple(limits.limits[j] for j in swung), limits.frames[swung], limits.start_dirs[swung],
                        limits.rest_offsets[swung], limits.base_frame),
-        [n for n, j in enumerate(swung) if isinstance(limits.limits[j], HingeLimit)])
+        [2 * n for n, j in enumerate(swung) if isinstance(limits.limits[j], HingeLimit)], {})
+    for b, p in enumerate(rigid):
+        kids = [j for j in range(1, len(par)) if par[j] == p]
+        unit = np.array([coords.offsets[j] / np.linalg.norm(coords.offsets[j]) for j in kids])
+        if np.abs(np.cross(unit[0], unit[1:])).max() <= PARALLEL and (unit[1:] @ unit[0]).min() > 0.0:
+            aim = coords.turn0[b] @ unit[0]
+            first = perpendicular(aim)
+            coords.single[b] = unit[0], aim, np.array([first, np.cross(aim, first)])
+            coords.locked.append(2 * len(swung) + 3 * b + 2)
     x = _coordinates_of(pose, coords)
     length = float(lengths.sum())
     x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2)
@@ -209,10 +230,10 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
         gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
         hessian = 2.0 * (jac.T @ jac + PULL * eye)
         normals = _rim_terms(x[:2 * ns].reshape(ns, 2), gradient, hessian, coords.cones)
-        for i in coords.hinges:  # a hinge's swing keeps u = 0: no step along it
-            gradient[2 * i] = 0.0
-            hessian[2 * i, :] = hessian[:, 2 * i] = 0.0
-            hessian[2 * i, 2 * i] = 1.0
+        for i in coords.locked:  # no step along these
+            gradient[i] = 0.0
+            hessian[i, :] = hessian[:, i] = 0.0
+            hessian[i, i] = 1.0
         moved = -1.0
         while damping < 1e12:
             step = _constrained_step(hessian + damping * eye, gradient, normals)
