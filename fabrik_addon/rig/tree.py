@@ -63,18 +63,18 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     # A branch solved again from where the tree put the shared bones missed, and the tree had placed them
     # without the branches' limits (free branches reach from more places than limited ones): solve the
     # tree again with every limit, where the fit places the shared bones so that the limited branches
-    # reach (:mod:`.solver.tree_fit`), and keep whichever leaves the chains nearer their targets.
+    # reach (:mod:`.solver.tree_fit`); kept only where it leaves fewer chains short (a target beyond
+    # reach is missed both ways, and the first solve's pose and status stand).
     before = _misses(chains)
     again = _solve(arm, tree, goals, chains, plans, every_limit=True)
     _finish(arm, tree, goals, again, chains, plans, again.reached)
-    if _misses(chains) > before:
+    if _misses(chains) >= before:
         _finish(arm, tree, goals, result, chains, plans, again.reached)
 
 
-def _misses(chains: list) -> tuple[int, float]:
-    """How many of ``chains`` missed their targets, and their summed distance (the last solve's)."""
-    entries = [diagnostics.of(c) for c in chains]
-    return sum(e.status != 'REACHED' for e in entries), sum(e.error for e in entries if e.status != 'REACHED')
+def _misses(chains: list) -> int:
+    """How many of ``chains`` missed their targets (the last solve's)."""
+    return sum(diagnostics.of(c).status != 'REACHED' for c in chains)
 
 
 def _limits_left_out(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> bool:
