@@ -308,7 +308,8 @@ def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray,
             lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, rigid: set[int],
             limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool]:
     """The passes' pose, or where the swing fit (:func:`.tree_fit.fit_tree`) takes it when that brings the
-    weighted effectors closer; a fit that reaches them has settled."""
+    weighted effectors closer. A kept fit has settled (it stops at its own fixed point): a target beyond
+    reach is "out of reach" even where the passes it started from ran out of iterations."""
     children = children_of(parent)
     turns = {}
     for p in rigid:
@@ -321,7 +322,7 @@ def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray,
     scored = weight > 0.0
     if fitted_errors[scored].max(initial=0.0) >= errors[scored].max(initial=0.0):
         return out, errors, settled
-    return fitted, fitted_errors, settled or bool((fitted_errors[scored] <= tolerance).all())
+    return fitted, fitted_errors, True
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:
