@@ -117,3 +117,25 @@ def limited_tree_pose(rng: np.random.Generator, joints: np.ndarray, parents: lis
         out[j] = out[p] + length * d
         now[j] = tree_limits.bone_frame(j, d)
     return out
+
+
+def random_fork(rng: np.random.Generator, branches: int = 3) -> tuple[np.ndarray, list[int], list[int]]:
+    """A trunk of 1-2 bones up +Z splitting into ``branches`` branches of 2-3 bones spread around it (each
+    leaves the trunk's top on its own); returns joints, parents, effectors."""
+    joints = [np.zeros(3)]
+    parents = [-1]
+    for _ in range(int(rng.integers(1, 3))):
+        joints.append(joints[-1] + np.array([0.0, 0.0, rng.uniform(0.5, 1.0)]) + rng.normal(scale=0.1, size=3))
+        parents.append(len(joints) - 2)
+    fork = len(joints) - 1
+    effectors = []
+    for b in range(branches):
+        angle = 2.0 * np.pi * b / branches + rng.normal(scale=0.2)
+        out = np.array([0.5 * np.cos(angle), 0.5 * np.sin(angle), 0.6])
+        previous = fork
+        for _ in range(int(rng.integers(2, 4))):
+            joints.append(joints[previous] + out + rng.normal(scale=0.2, size=3))
+            parents.append(previous)
+            previous = len(joints) - 1
+        effectors.append(previous)
+    return np.array(joints), parents, effectors

@@ -56,6 +56,38 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     tree = _pose_without_ik(arm, chains, plans)
     goals = _goals(arm, tree, chains, plans)
     result = _solve(arm, tree, goals, chains, plans)
+    left_out = _limits_left_out(arm, chains, plans)
+    _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None)
+    if not left_out or all(diagnostics.of(c).status == 'REACHED' for c in chains):
+        return
+    # A branch solved again from where the tree put the shared bones missed, and the tree had placed them
+    # without the branches' limits (free branches reach from more places than limited ones): solve the
+    # tree again with every limit, where the fit places the shared bones so that the limited branches
+    # reach (:mod:`.solver.tree_fit`); kept only where it leaves fewer chains short (a target beyond
+    # reach is missed both ways, and the first solve's pose and status stand).
+    before = _misses(chains)
+    again = _solve(arm, tree, goals, chains, plans, every_limit=True)
+    _finish(arm, tree, goals, again, chains, plans, again.reached)
+    if _misses(chains) >= before:
+        _finish(arm, tree, goals, result, chains, plans, again.reached)
+
+
+def _misses(chains: list) -> int:
+    """How many of ``chains`` missed their targets (the last solve's)."""
+    return sum(diagnostics.of(c).status != 'REACHED' for c in chains)
+
+
+def _limits_left_out(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> bool:
+    """Whether the tree's solve left out joint limits of branches solved again as lone chains."""
+    limited = arm.cache.limited
+    return any(_solved_again(arm, c, p, plans) and limited[[arm.cache.index[b] for b in _branch(p, plans)]].any()
+               for c, p in zip(chains, plans))
+
+
+def _finish(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
+            plans: list[ChainPlan], reachable: np.ndarray | None) -> None:
+    """Write the tree's pose, say each chain's status, and solve each chain's branch again (``reachable``:
+    per chain, whether a solve of the tree with every joint limit reached its target)."""
     new = _write(arm, tree, goals, result, chains, plans)
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         tip = plan.bones[-1]
@@ -71,7 +103,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
             reach.explain_branch(chain, plan, tree.names, goals.joints, goals.parents, goals.effectors[i], result,
                                  goals.targets[i], goals.poles[i], goals.limits, arm.scale,
                                  max(c.iterations for c in chains), plan.length)
-    _solve_branches(arm, chains, plans, result.converged, result.iterations)
+    _solve_branches(arm, chains, plans, result, reachable)
 
 
 def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> _Tree:
@@ -139,11 +171,14 @@ def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]
     return goals
 
 
-def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan]) -> TreeResult:
-    """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies."""
+def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan],
+           every_limit: bool = False) -> TreeResult:
+    """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies. The limits
+    of branches solved again as lone chains are left out unless ``every_limit``."""
     tolerance = min(c.tolerance * p.length for c, p in zip(chains, plans))  # fractions of each chain's length
     rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
-    resolved_again = {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
+    resolved_again = set() if every_limit else \
+        {b for c, p in zip(chains, plans) if _solved_again(arm, c, p, plans) for b in _branch(p, plans)}
     limits = goals.limits = _tree_limits(arm.ob, tree.names, tree.data, tree.pre, goals.joints, goals.parents,
                                          rigid, tree.top_parent, resolved_again)
     try:
@@ -210,8 +245,8 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
     return new
 
 
-def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], converged: bool,
-                    iterations: int) -> None:
+def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], result: TreeResult,
+                    reachable: np.ndarray | None) -> None:
     """Each chain's own bones below the ones it shares, solved again as a lone chain (:mod:`.small`) from
     where the tree put the bone above them: a pole rolls the branch, hinges turn about X in their plane
     and the curled start makes the branch a function of its target, as on a lone chain.
@@ -219,9 +254,13 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
     The tree's passes decide the shared bones; their branch poses depended on the pass count (a torso's
     forearm turned 63 degrees in a frame, 29 degrees off its hinge), and their poles rolled the shared
     bone above the branch with it (elbows 27 degrees off the plane of shoulder, target and pole).
+
+    A branch that misses says "did not converge" where the tree ran out of iterations or a solve of the tree
+    with every joint limit reached that chain's target (``reachable``: the target is); "out of reach"
+    otherwise.
     """
     rig_cache = arm.cache
-    for chain, plan in zip(chains, plans):
+    for i, (chain, plan) in enumerate(zip(chains, plans)):
         last = len(plan.bones) - len(_branch(plan, plans))
         if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans):
             continue
@@ -235,9 +274,9 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], co
                            length=plan.length)  # the tolerance is a fraction of the whole chain's length
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
-        if entry.status == 'UNREACHABLE' and not converged:
-            status, message = diagnostics.solve_status(False, False, iterations)
-            set_status(chain, status, message, entry.error, iterations)
+        if entry.status == 'UNREACHABLE' and (not result.converged or reachable is not None and bool(reachable[i])):
+            status, message = diagnostics.solve_status(False, False, result.iterations)
+            set_status(chain, status, message, entry.error, result.iterations)
 
 
 def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:

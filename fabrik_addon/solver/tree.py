@@ -35,6 +35,7 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
+from .tree_fit import fit_tree, fits
 from .tree_settle import children_of, nearest_pose, nearest_turns
 
 
@@ -281,17 +282,47 @@ def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, ef
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
-    if limits is not None and not (errors[scored] <= tolerance).all():
-        # As for chains, limited FABRIK can settle short depending on where it starts: start again
-        # from the tree turned to aim at the targets, rolled a quarter turn at a time, keep the best.
-        for start in _aimed_starts(pts, effector, tgt):
-            again, again_errors, used, again_settled = _run(start, *args)
-            iterations += used
-            if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
-                out, errors, settled = again, again_errors, again_settled
-            if (errors[scored] <= tolerance).all():
-                break
+    if limits is None or (errors[scored] <= tolerance).all():
+        return out, errors, iterations, settled
+    # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
+    # tree turned to aim at the targets, rolled a quarter turn at a time, keep the best. Each pose the
+    # passes leave short is fitted in swing coordinates (cones only: :mod:`.tree_fit`).
+    fit = fits(limits)
+    if fit:
+        out, errors, settled = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight, rigid,
+                                       limits, tolerance)
+    for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:
+        again, again_errors, used, again_settled = _run(start, *args)
+        iterations += used
+        if fit and not (again_errors[scored] <= tolerance).all():
+            again, again_errors, again_settled = _fitted(again, again_errors, again_settled, pts, parent, lengths,
+                                                         effector, tgt, weight, rigid, limits, tolerance)
+        if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
+            out, errors, settled = again, again_errors, again_settled
+        if (errors[scored] <= tolerance).all():
+            break
     return out, errors, iterations, settled
+
+
+def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray, parent: np.ndarray,
+            lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, rigid: set[int],
+            limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The passes' pose, or where the swing fit (:func:`.tree_fit.fit_tree`) takes it when that brings the
+    weighted effectors closer. A kept fit has settled (it stops at its own fixed point): a target beyond
+    reach is "out of reach" even where the passes it started from ran out of iterations."""
+    children = children_of(parent)
+    turns = {}
+    for p in rigid:
+        if len(children[p]) >= 2:
+            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
+            turns[p] = _place_rigid(p, (children[p], pts[children[p]] - pts[p], np.ones(len(children[p]))),
+                                    xs, ys, zs)
+    fitted = fit_tree(out, pts, parent, lengths, effector, tgt, weight, turns, limits, tolerance)
+    fitted_errors = np.linalg.norm(fitted[effector] - tgt, axis=1)
+    scored = weight > 0.0
+    if fitted_errors[scored].max(initial=0.0) >= errors[scored].max(initial=0.0):
+        return out, errors, settled
+    return fitted, fitted_errors, True
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:

@@ -77,8 +77,9 @@ def test_trees_with_limits_never_break_them():
 
 
 def test_limit_respecting_target_pairs_are_mostly_reached():
-    """Pairs from forward kinematics of poses inside random 20-90 degree cones. Measured 81% of 150
-    (one start 50%, limits in the tip-to-root pass too 50% from 35%, aimed restarts 81%)."""
+    """Pairs from forward kinematics of poses inside random 20-90 degree cones. Measured 150 of 150 on this
+    seed, 599 of 600 on seeds 81-86 (one start 50%, limits in the tip-to-root pass too 50% from 35%, aimed
+    restarts 81-86%, the swing fit of the trees the passes leave short: solver/tree_fit.py)."""
     rng = np.random.default_rng(81)
     trials, both = 60, 0
     for _ in range(trials):
@@ -88,7 +89,7 @@ def test_limit_respecting_target_pairs_are_mostly_reached():
         tolerance = 1e-3 * lengths(joints, parents).sum()
         both += bool(solve_tree(joints, parents, effectors, targets, limits=limits, tolerance=tolerance,
                                 max_iterations=100).reached.all())
-    assert both >= 0.7 * trials
+    assert both == trials
 
 
 def test_limits_on_children_of_a_rigid_joint_are_refused():

@@ -1,0 +1,255 @@
+"""A cone-limited tree that its passes left short, fitted in its bones' swing coordinates.
+
+Limited FABRIK on a tree stalls short of targets the limits allow (random 20-90 degree cones on every
+bone, target pairs from limit-respecting poses: 86% of 300 reached, every miss a stall, none the pass
+cap): each joint limit is met by projecting one bone at a time, the sub-base centroids average pulls
+that those projections then undo, and the passes settle where neither branch can move its tip closer
+alone. Here the whole tree moves at once: the least-squares fit of every effector to its target over
+the swings of every bone (as :mod:`.swing` fits a lone chain: a cone is a convex region in its bone's
+swing coordinates, projected onto without a rim jump) and the turn of every rigid body, by projected
+Levenberg-Marquardt steps with the rims' normals held (:func:`.swing._constrained_step`), from the
+passes' best pose.
+
+Coordinates: a bone whose parent joint is not rigid points along its limit frame (its parent bone's
+current frame turned by its rest offset) turned by its swing ``(u, v)``, and its frame follows its
+direction by the minimal turn from its start frame (:meth:`.LimitFrames.bone_frame`), as the passes
+measure it; the children of a rigid joint are their start offsets turned by the body's turn
+``exp(w) T0`` (``T0`` the turn the passes left it at), their frames with them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
+from .rotations import matrices_from_two_vectors, perpendicular
+from .swing import _constrained_step, _locals, _project, _rim_terms, _turned, swing_of
+
+# Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
+# distance over the tree's length squared): picks, among the poses that fit equally well, the one nearest
+# the passes' pose; tiny, so a reachable pair is reached (bias ~ pull * turn / leverage).
+PULL = 1e-9
+# The fit stops once every weighted effector is within this fraction of the tolerance (from there on it
+# crawled: 100 steps, 0.5 s, on 3-branch forks, for distances of 1e-8 of the length) or when no coordinate
+# moves more than STEP_TOL (radians) in an accepted step, within MAX_STEPS steps.
+AIM = 0.01
+STEP_TOL = 1e-11
+MAX_STEPS = 100
+# Central-difference step (radians) for the effectors' Jacobian.
+H = 1e-6
+# A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
+# (as :data:`.tree.PARALLEL`).
+PARALLEL = 1e-5
+
+
+@dataclass(eq=False)
+class _Coordinates:
+    """The tree's coordinates: ``swung`` joints (2 swings each, first), then ``bodies`` (3 each)."""
+
+    parent: list[int]
+    lengths: np.ndarray  # (J,)
+    root: np.ndarray  # (3,)
+    limits: LimitFrames
+    swung: list[int]
+    slot: dict[int, int]  # swung joint -> its row of swings
+    bodies: list[int]  # rigid joints, in joint order
+    offsets: dict[int, np.ndarray]  # child joint of a rigid joint -> its start offset (3,)
+    turn0: np.ndarray  # (B, 3, 3)
+    framed: set[int]  # joints whose bone's frame a child's limit frame needs
+    effector: np.ndarray  # (E,)
+    cones: ResolvedLimits  # the swung joints' limits, in their order, for .swing's projection and rims
+    locked: list[int]  # coordinates that never move: a hinge's u, a one-direction body's third
+    # Bodies whose children leave along one direction (branches from one point: no roll to fix), as
+    # :func:`.tree._place_rigid` turns them: the least turn from their start direction ``unit0`` onto
+    # ``aim + u side[0] + v side[1]`` (their first two coordinates).
+    single: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]  # body row -> (unit0, aim, side (2, 3))
+
+    @property
+    def size(self) -> int:
+        return 2 * len(self.swung) + 3 * len(self.bodies)
+
+    def joints(self, x: np.ndarray) -> np.ndarray:
+        """Joints ``(K, J, 3)`` of coordinates ``x (K, size)``: forward kinematics, batched over ``K``."""
+        k = len(x)
+        ns = len(self.swung)
+        local = _locals(x[:, :2 * ns].reshape(k, ns, 2))
+        w = x[:, 2 * ns:].reshape(k, len(self.bodies), 3)
+        turns = _exps(w) @ self.turn0[None]
+        for b, (unit0, aim, side) in self.single.items():
+            d = aim + w[:, b, :2] @ side
+            d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+            turns[:, b] = matrices_from_two_vectors(np.broadcast_to(unit0, d.shape), d)
+        body_of = {p: turns[:, b] for b, p in enumerate(self.bodies)}
+        out = np.empty((k, len(self.parent), 3))
+        out[:, 0] = self.root
+        frames: dict[int, np.ndarray] = {}
+        lim = self.limits
+        for j in range(1, len(self.parent)):
+            p = self.parent[j]
+            if p in body_of:
+                turn = body_of[p]
+                out[:, j] = out[:, p] + turn @ self.offsets[j]
+                if j in self.framed:
+                    frames[j] = turn @ lim.frames[j]
+                continue
+            above = frames.get(p, lim.base_frame)
+            carried = above @ lim.rest_offsets[j]
+            d = carried @ local[:, self.slot[j], :, None] if above.ndim == 3 else local[:, self.slot[j]] @ carried.T
+            d = d.reshape(k, 3)
+            d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+            out[:, j] = out[:, p] + self.lengths[j] * d
+            if j in self.framed:
+                start = lim.frames[j]
+                frames[j] = np.stack([_turned(lim.start_dirs[j], d, np.broadcast_to(start[:, c], (k, 3)))
+                                      for c in range(3)], axis=-1)
+        return out
+
+    def effectors(self, x: np.ndarray) -> np.ndarray:
+        return self.joints(x[None])[0, self.effector]
+
+
+def _exps(w: np.ndarray) -> np.ndarray:
+    """Rotation matrices ``(..., 3, 3)`` of rotation vectors ``w (..., 3)`` (Rodrigues)."""
+    angle = np.linalg.norm(w, axis=-1)[..., None, None]
+    k = np.zeros((*w.shape[:-1], 3, 3))
+    k[..., 0, 1], k[..., 0, 2], k[..., 1, 2] = -w[..., 2], w[..., 1], -w[..., 0]
+    k[..., 1, 0], k[..., 2, 0], k[..., 2, 1] = w[..., 2], -w[..., 1], w[..., 0]
+    small = angle < 1e-6
+    safe = np.where(small, 1.0, angle)
+    a = np.where(small, 1.0 - angle ** 2 / 6.0, np.sin(safe) / safe)
+    b = np.where(small, 0.5 - angle ** 2 / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
+    return np.eye(3) + a * k + b * (k @ k)
+
+
+def fits(limits: LimitFrames) -> bool:
+    """Whether :func:`fit_tree` fits a tree with these limits: every one has swing coordinates here."""
+    return all(limit is None or isinstance(limit, ConeLimit | HingeLimit) for limit in limits.limits[1:])
+
+
+def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
+             targets: np.ndarray, weights: np.ndarray, bodies: dict[int, np.ndarray],
+             limits: LimitFrames, tolerance: float) -> np.ndarray:
+    """The pose near ``pose (J, 3)`` (every limit kept) whose weighted effectors are nearest their targets.
+
+    Parameters
+    ----------
+    pose : ndarray, shape (J, 3)
+        Where the passes left the tree (inside every limit).
+    start : ndarray, shape (J, 3)
+        The solve's start pose, which the rigid bodies' offsets and the limits' frames were taken from.
+    parent : ndarray of int, shape (J,)
+    lengths : ndarray, shape (J,)
+    effector : ndarray of int, shape (E,)
+    targets : ndarray, shape (E, 3)
+    weights : ndarray, shape (E,)
+    bodies : dict rigid joint -> ndarray (3, 3)
+        The turn from ``start`` each rigid body (a joint with two or more children) has in ``pose``.
+    limits : LimitFrames
+        Cones, hinges or none. A HINGE bone's swing is ``(0, its angle)`` (its direction turned about its
+        limit frame's X), as the passes project it; the lone chains' roll of the bone above a hinge is
+        theirs (the rig layer solves hinged branches again as lone chains).
+    tolerance : float
+        The distance that counts as reached.
+
+    Returns
+    -------
+    ndarray, shape (J, 3)
+    """
+    par = [int(p) for p in parent]
+    rigid = sorted(bodies)
+    swung = [j for j in range(1, len(par)) if par[j] not in bodies]
+    framed = {par[j] for j in swung if par[j] > 0}
+    coords = _Coordinates(
+        par, lengths, pose[0].copy(), limits, swung, {j: n for n, j in enumerate(swung)}, rigid,
+        {j: start[j] - start[par[j]] for j in range(1, len(par)) if par[j] in bodies},
+        np.array([bodies[p] for p in rigid]).reshape(-1, 3, 3), framed, effector,
+        ResolvedLimits(tuple(limits.limits[j] for j in swung), limits.frames[swung], limits.start_dirs[swung],
+                       limits.rest_offsets[swung], limits.base_frame),
+        [2 * n for n, j in enumerate(swung) if isinstance(limits.limits[j], HingeLimit)], {})
+    for b, p in enumerate(rigid):
+        kids = [j for j in range(1, len(par)) if par[j] == p]
+        unit = np.array([coords.offsets[j] / np.linalg.norm(coords.offsets[j]) for j in kids])
+        if np.abs(np.cross(unit[0], unit[1:])).max() <= PARALLEL and (unit[1:] @ unit[0]).min() > 0.0:
+            aim = coords.turn0[b] @ unit[0]
+            first = perpendicular(aim)
+            coords.single[b] = unit[0], aim, np.array([first, np.cross(aim, first)])
+            coords.locked.append(2 * len(swung) + 3 * b + 2)
+    x = _coordinates_of(pose, coords)
+    length = float(lengths.sum())
+    x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2)
+    return coords.joints(x[None])[0]
+
+
+def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
+    """The swings of ``pose`` (its bodies at no turn from ``turn0``)."""
+    lim = coords.limits
+    x = np.zeros(coords.size)
+    frames: dict[int, np.ndarray] = {}
+    turns = dict(zip(coords.bodies, coords.turn0))
+    for j in range(1, len(coords.parent)):
+        p = coords.parent[j]
+        if p in turns:
+            frames[j] = turns[p] @ lim.frames[j]
+            continue
+        d = pose[j] - pose[p]
+        d = d / np.linalg.norm(d)
+        sx, sy, sz = lim.limit_frame(frames.get(p, lim.base_frame), j).T @ d
+        x[2 * coords.slot[j]:2 * coords.slot[j] + 2] = swing_of(float(sx), float(sy), float(sz))
+        frames[j] = lim.bone_frame(j, d)
+    ns = len(coords.swung)
+    x[:2 * ns] = _project(x[:2 * ns].reshape(ns, 2), coords.cones).ravel()
+    return x
+
+
+def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: np.ndarray, aim: float) -> np.ndarray:
+    """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + PULL |x - x0|**2``
+    from ``x0 = x``, by damped Gauss-Newton steps to a fixed point or until every scaled effector's squared
+    distance is within ``aim``."""
+    ns, m = len(coords.swung), coords.size
+    centre = x.copy()
+    probes = np.concatenate([np.eye(m) * H, -np.eye(m) * H, np.zeros((1, m))])
+
+    def cost(residual: np.ndarray, at: np.ndarray) -> float:
+        d = at - centre
+        return float(residual @ residual) + PULL * float(d @ d)
+
+    def residual_of(at: np.ndarray) -> np.ndarray:
+        return ((coords.effectors(at) - targets) * scale).ravel()
+
+    residual = residual_of(x)
+    current = cost(residual, x)
+    damping = 1e-6
+    eye = np.eye(m)
+    for _ in range(MAX_STEPS):
+        if float((residual.reshape(-1, 3) ** 2).sum(axis=1).max()) <= aim:
+            break
+        ends = coords.joints(x[None] + probes)[:, coords.effector]
+        jac = (((ends[:m] - ends[m:2 * m]) * scale[None]).reshape(m, -1) / (2.0 * H)).T
+        gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
+        hessian = 2.0 * (jac.T @ jac + PULL * eye)
+        normals = _rim_terms(x[:2 * ns].reshape(ns, 2), gradient, hessian, coords.cones)
+        for i in coords.locked:  # no step along these
+            gradient[i] = 0.0
+            hessian[i, :] = hessian[:, i] = 0.0
+            hessian[i, i] = 1.0
+        moved = -1.0
+        while damping < 1e12:
+            step = _constrained_step(hessian + damping * eye, gradient, normals)
+            if float(np.abs(step).max()) <= STEP_TOL:
+                break
+            trial = x + step
+            trial[:2 * ns] = _project(trial[:2 * ns].reshape(ns, 2), coords.cones).ravel()
+            trial_residual = residual_of(trial)
+            trial_cost = cost(trial_residual, trial)
+            if trial_cost < current:
+                moved = float(np.abs(trial - x).max())
+                x, residual, current = trial, trial_residual, trial_cost
+                damping = max(damping * 0.1, 1e-15)
+                break
+            damping = max(damping * 10.0, 1e-9)
+        if moved <= STEP_TOL:
+            break
+    return x
+
