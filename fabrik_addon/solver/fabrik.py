@@ -13,7 +13,7 @@ import numpy as np
 
 from .analytic import law_of_cosines_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
-from .hinge_fit import HINGE_FIT_MAX_BONES, fallback, has_hinges, hinge_coordinates
+from .hinge_fit import HINGE_FIT_MAX_BONES, fallback, free_roll, has_hinges, hinge_coordinates
 from .hinge_plane import planar_hinge_pose
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
@@ -227,12 +227,12 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     free, error, iterations = run_fabrik(joints, *args, None)
     if resolved.violations(free).max() <= LIMIT_SLACK:
         return free, error, iterations, True, resolved.frames_of(free)
-    coordinates = hinge_coordinates(resolved, free)
+    coordinates = hinge_coordinates(resolved, free, free_roll(len(lengths)))
     fit = fit_swings(free, goal, lengths, coordinates, tolerance)
     far = fallback(len(lengths)) * tolerance
     iterations += fit.steps
     if fit.error > far and not unreachable:
-        again = hinge_coordinates(resolved, start3)
+        again = hinge_coordinates(resolved, start3, free_roll(len(lengths)))
         refit = fit_swings(start3, goal, lengths, again, tolerance)
         iterations += refit.steps
         if refit.error <= tolerance:

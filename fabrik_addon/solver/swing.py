@@ -124,6 +124,11 @@ class Coordinates(ResolvedLimits):
     def of(self, joints: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
+    def hinge_u(self, bone: int, u: float) -> float:
+        """A HINGE bone's ``u`` projected into the fit's region (held at 0 unless the coordinates give it a
+        meaning of their own: :class:`.hinge_fit.HingeCoordinates`)."""
+        return 0.0
+
     def joints(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
@@ -289,7 +294,8 @@ def _project(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     out = q.copy()
     for i, limit in enumerate(limits.limits):
         if isinstance(limit, HingeLimit):  # a hinge's coordinates (:class:`Coordinates`): (0, its angle)
-            out[i] = 0.0, min(max(float(q[i, 1]), limit.min_angle), limit.max_angle)
+            u = limits.hinge_u(i, float(q[i, 0])) if isinstance(limits, Coordinates) else 0.0
+            out[i] = u, min(max(float(q[i, 1]), limit.min_angle), limit.max_angle)
             continue
         out[i] = project_swing(limit, float(q[i, 0]), float(q[i, 1]))
     return out
