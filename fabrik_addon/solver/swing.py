@@ -101,12 +101,14 @@ H = 1e-4
 
 @dataclass(frozen=True)
 class SwingFit:
-    """Result of :func:`fit_swings`: joints ``(N+1, 3)``, tip error, steps taken, whether it settled."""
+    """Result of :func:`fit_swings`: joints ``(N+1, 3)``, tip error, steps taken, whether it settled, and the
+    swings ``(N, 2)`` they came from where the last stage was the beyond fit (None elsewhere)."""
 
     joints: np.ndarray
     error: float
     steps: int
     settled: bool
+    swings: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -512,7 +514,7 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
         steps, settled = steps + more, settled and settled_near
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
     final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
-    return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled)
+    return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 
 
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
@@ -525,7 +527,7 @@ def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: flo
     centre = (mu_near * start + pull * q_ref) / mu
     beyond, steps, settled = _minimise(start, centre, mu, root, target, lengths, limits)
     joints = joints_of(beyond, root, lengths, limits)
-    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled)
+    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled, beyond)
 
 
 def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, target: np.ndarray,
