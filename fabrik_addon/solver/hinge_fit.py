@@ -37,10 +37,10 @@ from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned, swing_of
 
 # Chains of this many bones at most take the fit; longer ones keep limited FABRIK. Measured on the quality loop
 # (400 frames, pure solver; largest bone turn a frame, frames missed; limited FABRIK's in brackets): a coned leg
-# with a hinged knee and a pole, 6 bones 1.24, 0 (18.1, 7), 7 bones 1.19, 0 (24.7, 0), 8 bones 0.69, 0 (8.5, 0),
-# 10 bones 0.73, 0 (27.5, 0); without a pole 6: 1.26, 0 (21.3, 16), 8: 0.70 (7.3), 10: 0.72 (28.0); a hinged
+# with a hinged knee and a pole, 6 bones 1.27, 0 (18.1, 7), 7 bones 1.16, 0 (24.7, 0), 8 bones 0.69, 0 (8.5, 0),
+# 10 bones 0.73, 0 (27.5, 0); without a pole 6: 1.24, 0 (21.3, 16), 8: 0.69 (7.3), 10: 0.72 (28.0); a hinged
 # first bone 0.51-0.53 (178-179) and a free foot 0.55-0.57, 0 (180, 3-21) at 6, 8 and 10 bones. The fit costs
-# more: 10 bones 130-400 ms a solve where limited FABRIK took 1-2 (median, a busy 2-core machine).
+# more: 6-10 bones 66-490 ms a solve where limited FABRIK took 1-2 (median, a busy 2-core machine).
 HINGE_FIT_MAX_BONES = 10
 # From this many bones the hinges' planes roll with the fit (HingeCoordinates.free_roll): with the roll locked to
 # the free pose's, the 6-bone coned leg's fit fell 6.6e-3 of the length short of 34 targets limited FABRIK
