@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -250,15 +251,15 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
 def _fit_hinged(reference: np.ndarray, goal: np.ndarray, lengths: np.ndarray, resolved: ResolvedLimits,
                 tolerance: float) -> tuple[HingeCoordinates, SwingFit]:
     """The fit in hinge coordinates from ``reference``, the hinges' planes rolling as there; from
-    :func:`.hinge_fit.free_roll` bones, then the fit from that pose with the planes free to roll: rolling from the
-    first stage on, inputs 3e-6 apart (rotation modes) ended 1.5e-3 apart on an 8-bone coned leg; from a pose
-    that already fits, the rolling fit starts where its cost is convex. Returns the coordinates and the fit (its
-    steps, both stages')."""
+    :func:`.hinge_fit.free_roll` bones, then the fit from that pose with the planes free to roll from where the
+    first stage held them: rolling from the first stage on, inputs 3e-6 apart (rotation modes) ended 1.5e-3
+    apart on an 8-bone coned leg; from a pose that already fits, the rolling fit starts where its cost is convex.
+    Returns the coordinates and the fit (its steps, both stages')."""
     coordinates = hinge_coordinates(resolved, reference)
     fit = fit_swings(reference, goal, lengths, coordinates, tolerance)
     if not free_roll(len(lengths)) or not fit.settled:
         return coordinates, fit
-    rolling = hinge_coordinates(resolved, fit.joints, True)
+    rolling = replace(coordinates, free_roll=True)  # the planes' rolls measured from the first stage's
     rolled = fit_swings(fit.joints, goal, lengths, rolling, tolerance)
     return rolling, SwingFit(rolled.joints, rolled.error, fit.steps + rolled.steps, rolled.settled, rolled.swings)
 
