@@ -687,10 +687,12 @@ LIMITED_RIGS = [
     # Hinges that take the fit in hinge coordinates (solver/hinge_fit.py): a hinged knee among cones, a hinged
     # first bone, a free bone below hinges.
     *(Rig(f"{n}-bone cones, hinged knee, pole", _arc(n, 0.25), pole=LEG_POLE, cone=CONE_LEG, hinges={n // 2: KNEE})
-      for n in (3, 5, 6)),
-    Rig("4-bone hinges, hinged first bone, pole", _arc(4, 0.25), pole=LEG_POLE,
-        hinges={0: (-math.pi / 2, math.pi / 2), 1: KNEE, 2: KNEE, 3: KNEE}),
-    Rig("4-bone hinges, free foot, pole", _arc(4, 0.25), pole=LEG_POLE, hinges={1: KNEE, 2: KNEE}),
+      for n in (3, 5, 6, 7, 8, 10)),
+    *(Rig(f"{n}-bone cones, hinged knee", _arc(n, 0.25), cone=CONE_LEG, hinges={n // 2: KNEE}) for n in (6, 10)),
+    *(Rig(f"{n}-bone hinges, hinged first bone, pole", _arc(n, 0.25), pole=LEG_POLE,
+          hinges={0: (-math.pi / 2, math.pi / 2), **{k: KNEE for k in range(1, n)}}) for n in (4, 8)),
+    *(Rig(f"{n}-bone hinges, free foot, pole", _arc(n, 0.25), pole=LEG_POLE, hinges={k: KNEE for k in range(1, n - 1)})
+      for n in (4, 8)),
     Rig("4-bone cones, target behind", _arc(4, 0.25), cone=CONE_LEG, path='behind'),
     Rig("4-bone cones, pole, target behind", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, path='behind'),
 ]

@@ -17,7 +17,9 @@ then rolled about its own axis by the roll the reference pose (the free solve) g
 plane holding the reference's child: :meth:`.ResolvedLimits.frames_of`), so the hinge's plane follows the
 pole as the free solve's bend does. A free roll (one more coordinate, pulled toward the reference's like the
 others) let the fit reach targets the locked one misses by rolling the plane to one side or the other, a mirror
-choice that flipped as the target crossed the plane: 155 degrees in one frame on the coned leg.
+choice that flipped as the target crossed the plane: 155 degrees in one frame on the coned leg. From
+FREE_ROLL_FROM bones the roll is free again, as the hinge's unused ``u`` (:attr:`HingeCoordinates.free_roll`): there
+the locked plane held the fit short of targets the limits allow, and the free one does not flip on the benchmark.
 """
 
 from __future__ import annotations
@@ -33,11 +35,19 @@ from .limits import HingeLimit, ResolvedLimits
 from .rotations import turn_floats
 from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned, swing_of
 
-# Chains of this many bones at most take the fit; longer ones keep limited FABRIK. On 6 bones (the quality
-# benchmark's coned leg with a hinged knee and a pole) the fit turned 1.22 degrees a frame where limited FABRIK
-# turned 18.1, but fell short of 34 targets limited FABRIK reaches (6 before), up to 6.5e-3 of the length, and
-# said they were out of reach; handing over nearer (1 tolerance) turned it 23.5 degrees where it handed over.
-HINGE_FIT_MAX_BONES = 5
+# Chains of this many bones at most take the fit; longer ones keep limited FABRIK. Measured on the quality loop
+# (400 frames, pure solver; largest bone turn a frame, frames missed; limited FABRIK's in brackets): a coned leg
+# with a hinged knee and a pole, 6 bones 1.27, 0 (18.1, 7), 7 bones 1.16, 0 (24.7, 0), 8 bones 0.69, 0 (8.5, 0),
+# 10 bones 0.73, 0 (27.5, 0); without a pole 6: 1.24, 0 (21.3, 16), 8: 0.69 (7.3), 10: 0.72 (28.0); a hinged
+# first bone 0.51-0.53 (178-179) and a free foot 0.55-0.57, 0 (180, 3-21) at 6, 8 and 10 bones. The fit costs
+# more: 6-10 bones 66-490 ms a solve where limited FABRIK took 1-2 (median, a busy 2-core machine).
+HINGE_FIT_MAX_BONES = 10
+# From this many bones the hinges' planes roll with the fit (HingeCoordinates.free_roll): with the roll locked to
+# the free pose's, the 6-bone coned leg's fit fell 6.6e-3 of the length short of 34 targets limited FABRIK
+# reaches (its thigh cones on their rims, the knee's plane where the free pose, far outside the cones, put it);
+# rolling, it misses none. Below it the roll stays locked: free, the 3-bone leg turned 3.5 degrees a frame
+# (1.58 locked), the 4-bone 147 (3.0: the plane's mirror choice), the 5-bone 4.3 (2.2).
+FREE_ROLL_FROM = 6
 # The fit from the pose without IK, then limited FABRIK, are tried when the fit misses a target within the
 # chain's length by more than this many tolerances (the first that reaches is kept), and from PROXIMAL_FROM
 # bones (.swing: where the cone fit rounds the edge of what the limits allow, up to 6.6e-3 of the length short)
@@ -55,6 +65,12 @@ def fallback(bones: int) -> float:
     return HINGE_FALLBACK if bones < PROXIMAL_FROM else HINGE_FALLBACK_LONG
 
 
+def free_roll(bones: int) -> bool:
+    """Whether a hinged chain of ``bones`` fits with its hinges' planes free to roll
+    (:attr:`HingeCoordinates.free_roll`)."""
+    return bones >= FREE_ROLL_FROM
+
+
 def has_hinges(limits: ResolvedLimits) -> bool:
     """Whether any bone of the chain is a hinge."""
     return any(isinstance(limit, HingeLimit) for limit in limits.limits)
@@ -66,6 +82,10 @@ class HingeCoordinates(Coordinates):
     bone above a hinge, from its minimal-turn frame (zero for the others); build with :func:`hinge_coordinates`."""
 
     roll_angles: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    # Whether a hinge's unused ``u`` rolls its parent (a bone above it that rolls) further about its own axis,
+    # from the reference's roll: the hinge's plane then turns with the fit, pulled toward the reference's like
+    # every coordinate (see :func:`hinge_coordinates`).
+    free_roll: bool = False
     # With hinges, no polish: where the fit settles short, what reaches there rolls the hinge's plane to one
     # side or the other, a mirror choice that flipped with the target's side (155 degrees in one frame on the
     # quality benchmark's coned leg with a hinged knee; the polish turned the 6-bone one 32 degrees, between
@@ -91,7 +111,11 @@ class HingeCoordinates(Coordinates):
                 d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
                 x = _turned(self.start_dirs[i], d, np.broadcast_to(self.frames[i][:, 0], (k, 3)).copy())
                 roll = float(self.roll_angles[i])
-                if roll != 0.0:
+                if i + 1 < n and self._rolled(i):
+                    angles = roll + q[:, i + 1, 0]
+                    c0, s0 = np.cos(angles)[:, None], np.sin(angles)[:, None]
+                    x = x * c0 + _cross(d, x) * s0 + d * (np.einsum("ki,ki->k", d, x)[:, None] * (1.0 - c0))
+                elif roll != 0.0:
                     c0, s0 = math.cos(roll), math.sin(roll)
                     x = x * c0 + _cross(d, x) * s0 + d * (np.einsum("ki,ki->k", d, x)[:, None] * (1.0 - c0))
                 x = x - np.einsum("ki,ki->k", d, x)[:, None] * d
@@ -102,12 +126,16 @@ class HingeCoordinates(Coordinates):
 
     def of(self, joints: np.ndarray) -> np.ndarray:
         """Coordinates ``(N, 2)`` of a pose ``(N+1, 3)``: each hinge's angle of its direction's projection
-        onto its plane, each other bone's swing."""
+        onto its plane, each other bone's swing; with :attr:`free_roll`, a hinge's ``u`` the roll of its parent
+        from the reference's to the one the limits give it in this pose (:meth:`.ResolvedLimits.frame_for`)."""
         dirs = np.diff(joints, axis=0)
         dirs = dirs / np.linalg.norm(dirs, axis=1)[:, None]
         out = np.zeros((len(dirs), 2))
         parent = self.base_frame
         for i, d in enumerate(dirs):
+            if isinstance(self.limits[i], HingeLimit) and self._rolled(i - 1):
+                out[i, 0] = self._roll_to(parent, i, d)
+                parent = self.bone_frames(out[None, :i + 1])[0, i - 1]
             x, y, z = self.limit_frame(parent, i).T @ d
             if isinstance(self.limits[i], HingeLimit):
                 out[i, 1] = math.atan2(z, y)
@@ -115,6 +143,48 @@ class HingeCoordinates(Coordinates):
                 out[i] = swing_of(x, y, z)
             parent = self.bone_frames(out[None, :i + 1])[0, i]
         return out
+
+    def _roll_to(self, parent: np.ndarray, bone: int, d: np.ndarray) -> float:
+        """The roll of ``parent`` (the frame of HINGE ``bone``'s parent at the reference's roll) about its own axis
+        that puts ``d`` in the hinge's plane: of the two, the one whose hinge angle the limit allows (else the
+        nearer to allowed), then the smaller. Not :meth:`.ResolvedLimits.frame_for`'s, measured from the
+        minimal-turn frame: by a nearly straight knee that one took either roll from frame to frame (180 degrees
+        a frame, 8-bone coned leg with its knee second)."""
+        hinge = self.limits[bone]
+        assert isinstance(hinge, HingeLimit)
+        offset = self.rest_offsets[bone]
+        axis = parent[:, 1]
+        x = parent @ offset[:, 0]
+        a, b = float(x @ axis), float(d @ axis)
+        p, q = x - a * axis, d - b * axis
+        pn, qn = math.sqrt(float(p @ p)), math.sqrt(float(q @ q))
+        if pn <= 1e-12 or qn <= 1e-12:
+            return 0.0
+        e1 = p / pn
+        e2 = np.cross(axis, e1)
+        phi_q = math.atan2(float(q @ e2), float(q @ e1))
+        spread = math.acos(max(-1.0, min(1.0, -a * b / (pn * qn))))
+        best: tuple[float, float, float] | None = None
+        for psi in (phi_q - spread, phi_q + spread):
+            psi = math.remainder(psi, 2.0 * math.pi)
+            c, s = math.cos(psi), math.sin(psi)
+            rolled = parent * c + np.cross(axis, parent.T).T * s + np.outer(axis, axis @ parent) * (1.0 - c)
+            local = (rolled @ offset).T @ d
+            alpha = math.atan2(float(local[2]), float(local[1]))
+            # Past the interval by more than rounding: a knee the fit holds at its end is allowed on both rolls.
+            key = (max(hinge.min_angle - alpha, alpha - hinge.max_angle, 1e-9) - 1e-9, abs(psi), psi)
+            if best is None or key < best:
+                best = key
+        assert best is not None
+        return best[2]
+
+    def _rolled(self, bone: int) -> bool:
+        """Whether ``bone``'s roll takes its hinge child's ``u`` (:attr:`free_roll`)."""
+        return self.free_roll and bone >= 0 and self.rolls(bone)
+
+    def hinge_u(self, bone: int, u: float) -> float:
+        """A hinge's ``u`` in the fit's region: its parent's roll where that is free, else held at 0."""
+        return u if self._rolled(bone - 1) else 0.0
 
     @cached_property
     def _walk(self) -> tuple[list, list, list, list, list]:
@@ -129,8 +199,12 @@ class HingeCoordinates(Coordinates):
         base, offsets, starts, start_x, hinges = self._walk
         p = base  # the parent frame's rows
         x0, y0, z0 = (float(v) for v in root)
-        for (u, v), length, offset, start, sx, hinge, roll in zip(q.tolist(), lengths.tolist(), offsets, starts,
-                                                                    start_x, hinges, self.roll_angles.tolist()):
+        rows = q.tolist()
+        rolls = self.roll_angles.tolist()
+        if self.free_roll:
+            rolls = [r + rows[i + 1][0] if self._rolled(i) else r for i, r in enumerate(rolls)]
+        for (u, v), length, offset, start, sx, hinge, roll in zip(rows, lengths.tolist(), offsets, starts,
+                                                                    start_x, hinges, rolls):
             f = [[sum(p[r][k] * offset[k][c] for k in range(3)) for c in range(3)] for r in range(3)]
             if hinge:
                 c, s_ = math.cos(v), math.sin(v)
@@ -194,7 +268,7 @@ def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return out
 
 
-def hinge_coordinates(limits: ResolvedLimits, reference: np.ndarray) -> HingeCoordinates:
+def hinge_coordinates(limits: ResolvedLimits, reference: np.ndarray, free_roll: bool = False) -> HingeCoordinates:
     """The coordinates of a chain with hinges whose bones above hinges (not hinges themselves, whose roll is
     locked to their parent) roll as in ``reference (N+1, 3)``: from each one's minimal-turn frame to the one
     the limits give it there (the hinge's plane holding the reference's child, :meth:`.ResolvedLimits.frames_of`)."""
@@ -207,4 +281,4 @@ def hinge_coordinates(limits: ResolvedLimits, reference: np.ndarray) -> HingeCoo
             plain, rolled = limits.bone_frame(i, d)[:, 0], frames[i][:, 0]
             rolls[i] = math.atan2(float(np.cross(plain, rolled) @ d), float(plain @ rolled))
     return HingeCoordinates(limits.limits, limits.frames, limits.start_dirs, limits.rest_offsets, limits.base_frame,
-                            rolls)
+                            rolls, free_roll)

@@ -101,12 +101,14 @@ H = 1e-4
 
 @dataclass(frozen=True)
 class SwingFit:
-    """Result of :func:`fit_swings`: joints ``(N+1, 3)``, tip error, steps taken, whether it settled."""
+    """Result of :func:`fit_swings`: joints ``(N+1, 3)``, tip error, steps taken, whether it settled, and the
+    swings ``(N, 2)`` they came from where the last stage was the beyond fit (None elsewhere)."""
 
     joints: np.ndarray
     error: float
     steps: int
     settled: bool
+    swings: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,11 @@ class Coordinates(ResolvedLimits):
 
     def of(self, joints: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def hinge_u(self, bone: int, u: float) -> float:
+        """A HINGE bone's ``u`` projected into the fit's region (held at 0 unless the coordinates give it a
+        meaning of their own: :class:`.hinge_fit.HingeCoordinates`)."""
+        return 0.0
 
     def joints(self, q: np.ndarray, root: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -289,7 +296,8 @@ def _project(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     out = q.copy()
     for i, limit in enumerate(limits.limits):
         if isinstance(limit, HingeLimit):  # a hinge's coordinates (:class:`Coordinates`): (0, its angle)
-            out[i] = 0.0, min(max(float(q[i, 1]), limit.min_angle), limit.max_angle)
+            u = limits.hinge_u(i, float(q[i, 0])) if isinstance(limits, Coordinates) else 0.0
+            out[i] = u, min(max(float(q[i, 1]), limit.min_angle), limit.max_angle)
             continue
         out[i] = project_swing(limit, float(q[i, 0]), float(q[i, 1]))
     return out
@@ -506,7 +514,7 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
         steps, settled = steps + more, settled and settled_near
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
     final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
-    return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled)
+    return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 
 
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
@@ -519,7 +527,7 @@ def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: flo
     centre = (mu_near * start + pull * q_ref) / mu
     beyond, steps, settled = _minimise(start, centre, mu, root, target, lengths, limits)
     joints = joints_of(beyond, root, lengths, limits)
-    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled)
+    return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled, beyond)
 
 
 def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, target: np.ndarray,

@@ -50,12 +50,18 @@ def cone_excess(q, cone) -> float:
     (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, range(170, 200)),
     (3, {0: 'CONE', 1: KNEE, 2: 'CONE'}, range(95, 115)),
     (4, {1: KNEE, 2: KNEE}, range(30, 60)),
-], ids=["4-bone-hinged-knee", "3-bone-hinged-knee", "free-foot"])
+    (6, {0: 'CONE', 1: 'CONE', 2: 'CONE', 3: KNEE, 4: 'CONE', 5: 'CONE'}, range(100, 112)),
+    (8, {**{k: 'CONE' for k in range(8)}, 4: KNEE}, range(92, 100)),
+    (10, {**{k: 'CONE' for k in range(10)}, 5: KNEE}, range(198, 204)),
+    (8, {k: KNEE for k in range(1, 7)}, range(140, 148)),
+], ids=["4-bone-hinged-knee", "3-bone-hinged-knee", "free-foot", "6-bone-hinged-knee", "8-bone-hinged-knee",
+        "10-bone-hinged-knee", "8-bone-free-foot"])
 def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bones, limits, frames):
     """On the quality loop, with a pole, where limited FABRIK turned a bone 57 (4-bone coned leg, hinged
-    knee), 178 (3 bones) and 179 degrees (hinged leg with a free foot) in one frame: no bone turns 5 degrees
-    a frame, every hinge is a pure local-X turn inside its interval, every cone is kept, and the free foot
-    reaches every target."""
+    knee), 178 (3 bones), 179 degrees (hinged leg with a free foot), 18-28 (6-10 bone coned legs) and 180 (8-bone
+    free foot) in one frame: no bone turns 5 degrees a frame (2 from 6 bones), every hinge is a pure local-X
+    turn inside its interval, every cone is kept, and the free foot and the 6-10 bone chains reach every
+    target."""
     ob, joints = arc_leg("Leg", bones, limits)
     points = [loop(joints, 400)[k] for k in frames]  # the quality benchmark's loop
     target = empty("Target", points[0])
@@ -66,9 +72,9 @@ def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bo
     for frame in range(1, len(points) + 1):
         bpy.context.scene.frame_set(frame)
         assert chain.status in {'REACHED', 'NOT_CONVERGED', 'UNREACHABLE'}
-        if 'CONE' not in limits.values():
+        if 'CONE' not in limits.values() or bones >= 6:
             assert chain.status == 'REACHED'
-            assert np.linalg.norm(world_tail(ob, names[-1]) - np.array(points[frame - 1])) <= 1e-3
+            assert np.linalg.norm(world_tail(ob, names[-1]) - np.array(points[frame - 1])) <= 1e-3 * LENGTH
         rotations = world_rotations(ob, bones)
         assert np.isfinite(rotations).all()
         if previous is not None:
@@ -85,7 +91,7 @@ def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bo
                 assert off_x(q) <= 0.1
                 angle = 2.0 * math.atan2(q.x, q.w)
                 assert limit[0] - 1e-5 <= angle <= limit[1] + 1e-5
-    assert worst < 5.0
+    assert worst < (5.0 if bones < 6 else 2.0)
 
 
 @pytest.mark.usefixtures("solve_path")
@@ -93,10 +99,13 @@ def test_hinges_among_other_bones_turn_no_bone_more_than_five_degrees_a_frame(bo
     (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, False),
     (4, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE'}, True),
     (5, {0: 'CONE', 1: 'CONE', 2: KNEE, 3: 'CONE', 4: 'CONE'}, True),
-    pytest.param(4, {1: KNEE, 2: KNEE}, True, marks=pytest.mark.xfail(
-        strict=False, reason="open: on Blender 4.2 the few-chain path's AXIS_ANGLE rig lands 3.8e-4 from the "
-        "quaternion one at frame 4 (a far target); 5.0 within 1e-4")),
-], ids=["4-hinged-knee", "4-hinged-knee-pole", "5-hinged-knee-pole", "free-foot-pole"])
+    (4, {1: KNEE, 2: KNEE}, True),
+    (6, {**{k: 'CONE' for k in range(6)}, 3: KNEE}, True),
+    (8, {**{k: 'CONE' for k in range(8)}, 4: KNEE}, False),
+    (10, {**{k: 'CONE' for k in range(10)}, 5: KNEE}, True),
+    (8, {k: KNEE for k in range(1, 7)}, True),
+], ids=["4-hinged-knee", "4-hinged-knee-pole", "5-hinged-knee-pole", "free-foot-pole", "6-hinged-knee-pole",
+        "8-hinged-knee", "10-hinged-knee-pole", "8-free-foot-pole"])
 def test_the_same_hinged_keys_in_every_rotation_mode_give_the_same_world_pose(bones, limits, pole):
     """Issue 23's ill-conditioned case with hinges: a chain with a hinged knee on a rotated, scaled armature
     parented to a moving empty, its FK pose keyed on every frame, the same keys stored in eight rotation modes
@@ -119,3 +128,24 @@ def test_the_same_hinged_keys_in_every_rotation_mode_give_the_same_world_pose(bo
         for ob in rigs[1:]:
             assert np.abs(world_joints(ob, bones) - reference).max() <= 1e-4, (frame, ob.name)
     assert statuses <= {'REACHED', 'UNREACHABLE', 'NOT_CONVERGED'}
+
+
+@pytest.mark.parametrize("angle", [1e-6, 1e-4, 3e-3, 0.5, 3.0, 2.0 * math.pi - 1e-4])
+def test_an_axis_angle_bone_is_written_the_turn_it_was_given(angle):
+    """The AXIS_ANGLE channels written for a turn give that turn back to 1e-6 rad: Quaternion.to_axis_angle's
+    float32 arc cosine wrote 0 for a 1e-4 rad turn (the free foot's AXIS_ANGLE rig 3.8e-4 off on Blender 4.2)."""
+    from mathutils import Quaternion
+
+    from fabrik_addon import adapter
+
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        axis = rng.normal(size=3)
+        axis /= np.linalg.norm(axis)
+        q = Quaternion(axis.tolist(), angle)
+        channels = adapter.channels_from_quaternion('AXIS_ANGLE', q, (0.0, 0.0, 1.0, 0.0))
+        back = adapter.quaternion_from_channels('AXIS_ANGLE', channels)
+        assert max(abs(a - b) for a, b in zip(back, q)) <= 1e-6
+        turn = min(channels[0], 2.0 * math.pi - channels[0])  # the same turn about the axis either way
+        assert abs(turn - min(angle, 2.0 * math.pi - angle)) <= 1e-6
+        assert abs(math.sqrt(sum(c * c for c in channels[1:])) - 1.0) <= 1e-12

@@ -8,7 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, solve_chain, solve_two_bone
+from fabrik_addon.solver import ChainLimits, ConeLimit, HingeLimit, fabrik, solve_chain, solve_two_bone
+from fabrik_addon.solver.hinge_fit import HINGE_FIT_MAX_BONES
 from fabrik_addon.solver.reach import describe, explain, format_distance, limit_side
 
 STRAIGHT = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 2.0, 0.0], [0.0, 3.0, 0.0]])
@@ -118,12 +119,15 @@ def test_a_two_bone_hinge_is_named_with_the_end_it_rests_on():
     assert "Hinge limit of 'middle' (" in describe(shortfall, NAMES)
 
 
-def test_a_pole_the_hinges_cannot_follow_is_pole():
-    """Eight hinged bones (beyond the fit in hinge coordinates, solver/hinge_fit.py: limited FABRIK turns its
-    joints toward the pole and stops 0.12 short); shorter hinged chains take the fit, which reaches here."""
+def test_a_pole_the_hinges_cannot_follow_is_pole(monkeypatch):
+    """Eight hinged bones on limited FABRIK (which chains beyond the fit in hinge coordinates take,
+    solver/hinge_fit.py: it turns the joints toward the pole and stops 0.12 short); the fit, which takes 8 bones,
+    reaches here."""
     hinge = HingeLimit(0.0, math.radians(150.0))
     start = np.array([(0.0, 3.0 * k / 8, 0.0) for k in range(9)])
     target, pole = np.array([0.0, 2.0, 1.0]), np.array([3.0, 1.5, 0.0])
+    assert 8 <= HINGE_FIT_MAX_BONES and solve_chain(start, target, limits=[hinge] * 8, pole=pole).reached
+    monkeypatch.setattr(fabrik, "HINGE_FIT_MAX_BONES", 7)
     shortfall, result = why(start, target, limits=[hinge] * 8, pole=pole)
     assert shortfall.reason == 'POLE' and shortfall.bone == 0
     assert solve_chain(start, target, limits=[hinge] * 8).reached
