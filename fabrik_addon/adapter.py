@@ -93,13 +93,8 @@ def channels_from_quaternion(mode: str, q: Quaternion, near) -> tuple[float, ...
             q = -q
         return tuple(q)
     if mode == 'AXIS_ANGLE':
-        # In double precision: Quaternion.to_axis_angle takes a float32 arc cosine of w, which loses up to 1e-3
-        # rad of a small turn (4.2 and 5.0; the free foot's AXIS_ANGLE rig landed 3.8e-4 from the quaternion one).
-        w, x, y, z = (float(c) for c in q)
-        s = math.sqrt(x * x + y * y + z * z)
-        if s == 0.0:
-            return (2.0 * math.atan2(0.0, w), 0.0, 1.0, 0.0)
-        return (2.0 * math.atan2(s, w), x / s, y / s, z / s)
+        axis, angle = q.to_axis_angle()
+        return (angle, *axis)
     return tuple(q.to_euler(mode, Euler([_in_float32_reach(a) for a in near[:3]], mode)))
 
 
