@@ -234,7 +234,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
 @persistent
 def on_file_change(*_args) -> None:
     request_solve()
-    _state.scene, _state.unlinked, _state.rig_objects = -1, set(), []
+    _state.scene, _state.unlinked, _state.rigs_key, _state.rig_objects = -1, set(), (), []
     base_pose.forget_keyed()
     diagnostics.clear()
 
