@@ -7,14 +7,20 @@ import numpy as np
 from fabrik_addon.solver import solve_chain
 
 
+def _trunk(rng: np.random.Generator, most: int) -> tuple[list[np.ndarray], list[int]]:
+    """A trunk of 1-``most`` bones up +Z from the origin, a little crooked: joints and parents."""
+    joints = [np.zeros(3)]
+    parents = [-1]
+    for _ in range(int(rng.integers(1, most + 1))):
+        joints.append(joints[-1] + np.array([0.0, 0.0, rng.uniform(0.5, 1.0)]) + rng.normal(scale=0.1, size=3))
+        parents.append(len(joints) - 2)
+    return joints, parents
+
+
 def random_y_tree(rng: np.random.Generator) -> tuple[np.ndarray, list[int], list[int]]:
     """A trunk of 1-3 bones up +Z splitting into two branches of 2-4 bones; returns joints, parents,
     effectors."""
-    joints = [np.zeros(3)]
-    parents = [-1]
-    for _ in range(int(rng.integers(1, 4))):
-        joints.append(joints[-1] + np.array([0.0, 0.0, rng.uniform(0.5, 1.0)]) + rng.normal(scale=0.1, size=3))
-        parents.append(len(joints) - 2)
+    joints, parents = _trunk(rng, 3)
     fork = len(joints) - 1
     effectors = []
     for side in (1.0, -1.0):
@@ -122,11 +128,7 @@ def limited_tree_pose(rng: np.random.Generator, joints: np.ndarray, parents: lis
 def random_fork(rng: np.random.Generator, branches: int = 3) -> tuple[np.ndarray, list[int], list[int]]:
     """A trunk of 1-2 bones up +Z splitting into ``branches`` branches of 2-3 bones spread around it (each
     leaves the trunk's top on its own); returns joints, parents, effectors."""
-    joints = [np.zeros(3)]
-    parents = [-1]
-    for _ in range(int(rng.integers(1, 3))):
-        joints.append(joints[-1] + np.array([0.0, 0.0, rng.uniform(0.5, 1.0)]) + rng.normal(scale=0.1, size=3))
-        parents.append(len(joints) - 2)
+    joints, parents = _trunk(rng, 2)
     fork = len(joints) - 1
     effectors = []
     for b in range(branches):
