@@ -32,8 +32,9 @@ without IK wherever the fit's minimum is.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -542,6 +543,11 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
         dq = swings - q_ref
         return max(math.sqrt(float(e @ e)) - slack, 0.0) ** 2 + mu * float(np.einsum("ij,ij->", dq, dq))
 
+    def trial_of(at: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        trial = _project(at + step.reshape(n, 2), limits)
+        trial_tip = tip_of(trial, root, lengths, limits)
+        return trial, trial_tip, cost(trial_tip, trial)
+
     tip = tip_of(q, root, lengths, limits)
     current = cost(tip, q)
     damping = 1e-6
@@ -569,24 +575,36 @@ def _minimise(q: np.ndarray, q_ref: np.ndarray, mu: float, root: np.ndarray, tar
         gradient = 2.0 * (gradient + mu * (q - q_ref).ravel())
         hessian = 2.0 * (hessian + mu * eye)
         normals = _rim_terms(q, gradient, hessian, limits)
-        moved = -1.0
-        while damping < 1e12:
-            step = _constrained_step(hessian + damping * eye, gradient, normals)
-            if float(np.abs(step).max()) <= STEP_TOL:
-                break
-            trial = _project(q + step.reshape(n, 2), limits)
-            trial_tip = tip_of(trial, root, lengths, limits)
-            trial_cost = cost(trial_tip, trial)
-            if trial_cost < current:
-                moved = float(np.abs(trial - q).max())
-                q, tip, current = trial, trial_tip, trial_cost
-                damping = max(damping * 0.1, 1e-15)
-                break
-            damping = max(damping * 10.0, 1e-9)
+        accepted, damping, moved = damped_step(hessian, gradient, normals, eye, damping, current, q, trial_of)
+        if accepted is not None:
+            q, tip, current = accepted
         if moved <= STEP_TOL:
             settled = moved >= 0.0 or damping < 1e12
             break
     return q, steps, settled
+
+
+def damped_step(hessian: np.ndarray, gradient: np.ndarray, normals: list[np.ndarray | None], eye: np.ndarray,
+                damping: float, current: float, x: np.ndarray,
+                trial_of: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, Any, float]]
+                ) -> tuple[tuple[np.ndarray, Any, float] | None, float, float]:
+    """One step of projected Levenberg-Marquardt (this module's fit and :mod:`.tree_fit`'s): raise the damping
+    until the rim-held step (:func:`_constrained_step`) lowers the cost, lower it after a step that does.
+
+    ``trial_of(x, step)`` projects ``x + step`` into the limits and returns ``(trial, anything the caller keeps,
+    its cost)``. Returns that triple for the accepted step (None when none lowered ``current`` before the
+    step fell below STEP_TOL or the damping reached 1e12), the damping to go on with, and how far the
+    accepted step moved a coordinate (-1 when none was accepted).
+    """
+    while damping < 1e12:
+        step = _constrained_step(hessian + damping * eye, gradient, normals)
+        if float(np.abs(step).max()) <= STEP_TOL:
+            break
+        accepted = trial_of(x, step)
+        if accepted[2] < current:
+            return accepted, max(damping * 0.1, 1e-15), float(np.abs(accepted[0] - x).max())
+        damping = max(damping * 10.0, 1e-9)
+    return None, damping, -1.0
 
 
 def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np.ndarray | None]) -> np.ndarray:

@@ -25,7 +25,7 @@ import numpy as np
 
 from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
 from .rotations import matrices_from_two_vectors, perpendicular
-from .swing import _constrained_step, _locals, _project, _rim_terms, _turned, swing_of
+from .swing import STEP_TOL, _locals, _project, _rim_terms, _turned, damped_step, swing_of
 
 # Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
 # distance over the tree's length squared): picks, among the poses that fit equally well, the one nearest
@@ -33,9 +33,8 @@ from .swing import _constrained_step, _locals, _project, _rim_terms, _turned, sw
 PULL = 1e-9
 # The fit stops once every weighted effector is within this fraction of the tolerance (from there on it
 # crawled: 100 steps, 0.5 s, on 3-branch forks, for distances of 1e-8 of the length) or when no coordinate
-# moves more than STEP_TOL (radians) in an accepted step, within MAX_STEPS steps.
+# moves more than :data:`.swing.STEP_TOL` (radians) in an accepted step, within MAX_STEPS steps.
 AIM = 0.01
-STEP_TOL = 1e-11
 MAX_STEPS = 100
 # Central-difference step (radians) for the effectors' Jacobian.
 H = 1e-6
@@ -218,6 +217,12 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
     def residual_of(at: np.ndarray) -> np.ndarray:
         return ((coords.effectors(at) - targets) * scale).ravel()
 
+    def trial_of(at: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+        trial = at + step
+        trial[:2 * ns] = _project(trial[:2 * ns].reshape(ns, 2), coords.cones).ravel()
+        trial_residual = residual_of(trial)
+        return trial, trial_residual, cost(trial_residual, trial)
+
     residual = residual_of(x)
     current = cost(residual, x)
     damping = 1e-6
@@ -234,21 +239,9 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
             gradient[i] = 0.0
             hessian[i, :] = hessian[:, i] = 0.0
             hessian[i, i] = 1.0
-        moved = -1.0
-        while damping < 1e12:
-            step = _constrained_step(hessian + damping * eye, gradient, normals)
-            if float(np.abs(step).max()) <= STEP_TOL:
-                break
-            trial = x + step
-            trial[:2 * ns] = _project(trial[:2 * ns].reshape(ns, 2), coords.cones).ravel()
-            trial_residual = residual_of(trial)
-            trial_cost = cost(trial_residual, trial)
-            if trial_cost < current:
-                moved = float(np.abs(trial - x).max())
-                x, residual, current = trial, trial_residual, trial_cost
-                damping = max(damping * 0.1, 1e-15)
-                break
-            damping = max(damping * 10.0, 1e-9)
+        accepted, damping, moved = damped_step(hessian, gradient, normals, eye, damping, current, x, trial_of)
+        if accepted is not None:
+            x, residual, current = accepted
         if moved <= STEP_TOL:
             break
     return x
