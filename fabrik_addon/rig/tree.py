@@ -9,6 +9,7 @@ from mathutils import Matrix
 
 from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
+from ..solver.reach import format_distance
 from ..solver.rotations import matrix_from_two_vectors
 from . import reach, small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
@@ -255,8 +256,9 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
     forearm turned 63 degrees in a frame, 29 degrees off its hinge), and their poles rolled the shared
     bone above the branch with it (elbows 27 degrees off the plane of shoulder, target and pole).
 
-    A branch that misses says "did not converge" where the tree ran out of iterations or a solve of the tree
-    with every joint limit reached that chain's target (``reachable``: the target is); "out of reach"
+    A branch that misses says "did not converge" where the tree ran out of iterations ("raise Iterations", as
+    a lone chain says it) or a solve of the tree with every joint limit reached that chain's target
+    (``reachable``: the target is; the message says that the branch's own solve missed it); "out of reach"
     otherwise.
     """
     rig_cache = arm.cache
@@ -274,9 +276,17 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
                            length=plan.length)  # the tolerance is a fraction of the whole chain's length
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
-        if entry.status == 'UNREACHABLE' and (not result.converged or reachable is not None and bool(reachable[i])):
+        if entry.status != 'UNREACHABLE':
+            continue
+        if not result.converged:
             status, message = diagnostics.solve_status(False, False, result.iterations)
             set_status(chain, status, message, entry.error, result.iterations)
+        elif reachable is not None and bool(reachable[i]):
+            # Not the iterations: the tree's passes settled, and the branch, solved again on its own from the
+            # shared bones they left, stops short of a target the tree with every limit reaches.
+            set_status(chain, 'NOT_CONVERGED', f"Branch '{chain.name}': did not converge: its own solve stops "
+                       f"{format_distance(entry.error)} short of a target the tree reaches with every joint limit "
+                       "(more iterations do not help)", entry.error, result.iterations)
 
 
 def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:

@@ -2,6 +2,7 @@
 limits are kept, and a reachable target a tree misses says "did not converge", never "out of reach"."""
 
 import math
+import re
 
 import bpy
 import numpy as np
@@ -114,9 +115,22 @@ def test_a_hinged_fork_never_says_out_of_reach_for_a_reachable_target():
         for chain, point in zip(chains, inside_pose(ob, rng, 0.6, hinge=True)):
             chain.target.location = tuple(point)
         bpy.context.view_layer.update()
-        statuses += [(chain.status, chain.message) for chain in chains]
-    assert all(status in {'REACHED', 'NOT_CONVERGED'} for status, _ in statuses), statuses
-    assert any(status == 'REACHED' for status, _ in statuses)
+        statuses += [(chain.status, chain.message, chain.name, chain.last_iterations, chain.iterations)
+                     for chain in chains]
+    assert all(status in {'REACHED', 'NOT_CONVERGED'} for status, *_ in statuses), statuses
+    assert any(status == 'REACHED' for status, *_ in statuses)
+    # "Raise Iterations" only where the tree's passes ran out of them; elsewhere the message says that the
+    # branch's own solve missed a target the tree reaches (more iterations did not help: the 45 misses
+    # stayed at 100 iterations).
+    missed = [row for row in statuses if row[0] == 'NOT_CONVERGED']
+    assert missed
+    for _, message, name, used, allowed in missed:
+        if used < allowed:
+            assert re.fullmatch(rf"Branch '{name}': did not converge: its own solve stops [0-9.]+ [cm]?m short of a "
+                                r"target the tree reaches with every joint limit \(more iterations do not help\)",
+                                message), message
+        else:
+            assert message.endswith("raise Iterations"), message
 
 
 def test_a_coned_fork_gives_one_world_pose_in_every_rotation_mode():
