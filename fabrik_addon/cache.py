@@ -57,11 +57,24 @@ class RigCache:
 
 _caches: dict[int, RigCache] = {}
 _generation = 0
+_edits = 0  # edits of armatures (pose, object) seen in depsgraph updates, not our own writes
 
 
 def generation() -> int:
     """Bumped whenever chain settings change, so cached chain plans are rebuilt."""
     return _generation
+
+
+def edits() -> int:
+    """Bumped by :func:`edited`: a pose without IK kept from an earlier solve whose bones' location and
+    scale are neither keyed nor driven holds while it is the same (.rig.small._start_pose)."""
+    return _edits
+
+
+def edited() -> None:
+    """An armature was edited (a depsgraph update that is not the echo of our own write)."""
+    global _edits
+    _edits += 1
 
 
 def invalidate() -> None:

@@ -224,6 +224,7 @@ def on_depsgraph_update(scene, depsgraph) -> None:
             wanted |= _state.feeds.get(data.original.as_pointer(), _NOTHING)
         if data.type == 'ARMATURE' and name not in echo and (update.is_updated_transform
                                                              or update.is_updated_geometry):
+            cache.edited()  # a bone's location or scale may have changed (.rig.small._start_pose)
             if name not in _state.rig_names and len(data.original.fabrik.chains):
                 forget_rigs()  # a rig we do not know yet: duplicated, appended or linked
             wanted.add(name)

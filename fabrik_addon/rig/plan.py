@@ -38,6 +38,9 @@ class ChainPlan:
     sides: dict[int, tuple[float, float, float]] = field(default_factory=dict)
     # The few-chain path's last pose without IK, with the exact inputs it was made from (.small._start_pose).
     start_pose: tuple | None = None
+    # No key or driver moves or scales the chain's bones (rest data and the cache's animated paths, so valid while
+    # the plan is): their location and scale change only by an edit (.small._start_pose); None until known.
+    fixed_channels: bool | None = None
     # Settings in the layout's key (:func:`layout`: any change rebuilds the plan), so valid while the plan is:
     match_rotation: bool = False  # the tip takes the target's rotation (match_target_rotation)
     two_bone: bool = False  # solver == 'TWO_BONE'
