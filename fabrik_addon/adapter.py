@@ -93,8 +93,14 @@ def channels_from_quaternion(mode: str, q: Quaternion, near) -> tuple[float, ...
             q = -q
         return tuple(q)
     if mode == 'AXIS_ANGLE':
-        axis, angle = q.to_axis_angle()
-        return (angle, *axis)
+        # In double precision: Quaternion.to_axis_angle takes a float32 arc cosine of w, which writes a 1e-4 rad
+        # turn as 0 (up to 1e-3 rad lost, 4.2 and 5.0), in the channels written and in the pose without IK
+        # read back through them (stored_channels). The same convention: angle in [0, 2 pi], w's sign kept.
+        w, x, y, z = (float(c) for c in q)
+        s = math.sqrt(x * x + y * y + z * z)
+        if s == 0.0:
+            return (2.0 * math.atan2(0.0, w), 0.0, 1.0, 0.0)
+        return (2.0 * math.atan2(s, w), x / s, y / s, z / s)
     return tuple(q.to_euler(mode, Euler([_in_float32_reach(a) for a in near[:3]], mode)))
 
 

@@ -2,10 +2,11 @@
 
 Bulk reads (``foreach_get``) per armature, then one table of bones for all of them: pose math batched
 across every chain of equal length whatever its armature, one :func:`.solver.solve_chains` call per
-chain shape and settings (two-bone and limited chains are solved one by one), and one bulk write
-(``foreach_set``) of each armature's quaternion channels. A numpy call costs 1-3 us whatever its
-size, so the number of calls per frame, not the number of bones, is what this path keeps low; a few
-short chains go through :mod:`.small` instead.
+chain shape and settings (two-bone chains are solved one by one), and one bulk write (``foreach_set``)
+of each armature's quaternion channels. A numpy call costs 1-3 us whatever its size, so the number of
+calls per frame, not the number of bones, is what this path keeps low; a few short chains go through
+:mod:`.small` instead, and so do chains with joint limits (:func:`.solve.solve_armatures`: one
+implementation of their solve, which a float32 rounding of the start pose can move far).
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ import numpy as np
 from mathutils import Quaternion
 
 from .. import adapter, diagnostics
-from ..solver import solve_chain, solve_chains, solve_two_bone
+from ..solver import solve_chains, solve_two_bone
 from ..solver.orient import chains_turns
 from ..solver.rotations import (
     inverse3,
-    matrices_from_two_vectors,
     normalized,
     quaternion_from_matrix,
 )
@@ -37,7 +37,6 @@ from .inputs import (
     _in_view_layer,
     check_pose_scale,
     forward_kinematics,
-    limits_for,
     pose_scale_flags,
     rest_side,
     unit_columns,
@@ -155,8 +154,6 @@ class Group:
     poles: dict[int, tuple] = field(default_factory=dict)  # rows with a pole -> it, armature space
     blend_targets: dict[int, np.ndarray] = field(default_factory=dict)  # rows at 0 < influence < 1 -> target
     frames: dict[int, np.ndarray] = field(default_factory=dict)  # rows whose tip takes the target's matrix
-    limits: dict[int, object] = field(default_factory=dict)  # rows with joint limits -> ChainLimits
-    limit_frames: dict[int, np.ndarray] = field(default_factory=dict)  # their solved bone frames
     targets: dict[int, tuple] = field(default_factory=dict)  # rows that stopped short -> target (.reach)
     invalid: dict[int, str] = field(default_factory=dict)  # rows whose batched solve raised
     error: np.ndarray = field(init=False)
@@ -373,10 +370,6 @@ def _gather(group: Group, requests: Requests) -> None:
                                                                layer)
             if 0.0 < influences[i] < 1.0 and placed:  # blended after the solve (.influence)
                 group.blend_targets[c] = np.array(target)
-            limits = None
-            if plan.limited:
-                limits = limits_for(arm.ob, plan.bones[:placed], plan.bones, [np.asarray(m) for m in pre[c]],
-                                    np.asarray(every[c, :placed + 1]), np.asarray(parent[c]))
             tolerance = tolerances[i] * plan.length  # a fraction of the chain's length (armature space)
             # solved here, or queued
             target_floats, pole_floats = target.to_tuple(), None if pole is None else pole.to_tuple()
@@ -384,17 +377,12 @@ def _gather(group: Group, requests: Requests) -> None:
                 start = every[c, :1]
                 error = float(np.linalg.norm(start[0] - target_floats))
                 group.record(c, start, error, 0, error <= tolerance)
-            elif two_bone[i] or limits is not None:
-                solver = solve_two_bone if two_bone[i] else solve_chain
-                result = solver(every[c, :placed + 1], target_floats, pole=pole_floats, tolerance=tolerance,
-                                limits=limits, max_iterations=iterations[i], softness=softness[i])
+            elif two_bone[i]:
+                result = solve_two_bone(every[c, :placed + 1], target_floats, pole=pole_floats, tolerance=tolerance,
+                                        max_iterations=iterations[i], softness=softness[i])
                 group.record(c, result.joints, result.error, result.iterations, result.reached, result.converged)
                 if not result.reached:
                     group.targets[c] = target_floats
-                if limits is not None:
-                    group.limits[c] = limits
-                    if result.frames is not None:
-                        group.limit_frames[c] = result.frames
             else:
                 local[(placed, pole is not None, iterations[i])].append(
                     (c, target_floats, pole_floats, softness[i], tolerance))
@@ -483,24 +471,15 @@ def _turns(group: Group, valid: list[int], pre, joints, moved, placed, rows) -> 
         nan = (np.nan, np.nan, np.nan)
         poles = np.array([group.poles.get(c, nan) for c in valid])
     sides = np.einsum("cij,cj->ci", normalized(pre[:, 0, :3, :3], axis=-2), group.sides[rows])
-    limited = np.array([c in group.limits for c in valid]) if group.limits else np.zeros(count, dtype=bool)
     for count_placed in np.unique(placed).tolist():
         if not count_placed:
             continue
-        chosen = np.flatnonzero((placed == count_placed) & ~limited)
+        chosen = np.flatnonzero(placed == count_placed)
         if len(chosen):
             every = slice(None) if len(chosen) == count else chosen
             turn[every, :count_placed] = chains_turns(joints[every, :count_placed + 1],
                                                       moved[every, :count_placed + 1],
                                                       None if poles is None else poles[every], sides[every])
-    for v in np.flatnonzero(limited):  # as the frames the limits were measured in (hinges: about X alone)
-        p = placed[v]
-        limits, frames = group.limits[valid[v]], group.limit_frames.get(valid[v])
-        if frames is not None and limits.frames is not None:
-            turn[v, :p] = frames @ np.swapaxes(limits.frames, 1, 2)
-        else:
-            before = normalized(np.diff(joints[v, :p + 1], axis=0))
-            turn[v, :p] = matrices_from_two_vectors(before, normalized(np.diff(moved[v, :p + 1], axis=0)))
     return turn
 
 

@@ -43,7 +43,7 @@ def explain_rows(group, valid: list[int]) -> None:
         _record(chain, plan.bones[:placed], float(group.settings["scale"][c]), group.every[c, :placed + 1],
                 np.array(group.targets[c]), group.moved[c, :placed + 1], reached=False,
                 converged=bool(group.converged[c]), tolerance=part.settings.tolerance[i] * plan.length,
-                max_iterations=part.settings.iterations[i], pole=group.poles.get(c), limits=group.limits.get(c),
+                max_iterations=part.settings.iterations[i], pole=group.poles.get(c),
                 softness=part.settings.softness[i], two_bone=part.settings.two_bone[i])
 
 

@@ -70,8 +70,10 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
         for p in arm.layout.free:
             chain = arm.chains[p.chain_index]
             # Stretch (and a stretch just switched off) writes scale, which only the few-chain path does.
-            # (the cheap test first: a chain bound for the few-chain path needs no other read)
-            few_chain = bones_by_length[len(p.cache_rows)] <= SMALL_BONES or chain.use_stretch \
+            # Limited chains are solved one by one whatever the path, by a solve that a float32 rounding of its
+            # start can move far (a hinged two-bone arm 0.014 rad): one path for them, so none depends on which
+            # path its armature took. (the cheap test first: a chain bound for the few-chain path needs no other read)
+            few_chain = bones_by_length[len(p.cache_rows)] <= SMALL_BONES or chain.use_stretch or p.limited \
                 or (scaled and not scaled.isdisjoint(p.cache_rows)) or arm in released
             (few if few_chain else many).append((chain, p))
         if few:
