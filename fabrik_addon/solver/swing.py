@@ -62,13 +62,6 @@ POLISH_BEYOND = 3.0
 # 0.002, weak enough that the pose meets the reaching one at the edge of what the cones allow).
 MU_BEYOND = 10.0
 BEYOND_POWER = 2
-# Below PROXIMAL_FROM bones, a cube instead (the same 0.4 at 0.2 of the length, 4e-7 at 0.002): once the fit's rim
-# bones are released where the pull draws them inward (:func:`_rim_terms`), the square held 2-3 bone chains up to
-# 1.5e-3 of the length farther from the target than the fit stuck on the rim had (2-4 bones, pole or not, on the
-# benchmark loop: the cube never farther); from 5 bones the weaker pull let the chain flip between two poses
-# beyond the cones (5 bones: 15 degrees in a frame, 4.3 with the square).
-MU_BEYOND_SHORT = 50.0
-BEYOND_POWER_SHORT = 3
 # ... and no stronger than it is at 0.2 of the length: farther out, an ever stronger pull held the pose near the
 # free one's projection, its tip up to 0.5-0.75 of the chain's length farther from the target than the nearest
 # pose the cones allow (2-3 bones, targets 1.5 lengths out); capped, within 0.16, as continuous on the same paths.
@@ -313,12 +306,7 @@ def _project(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
 
 def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
                limits: ResolvedLimits) -> list[np.ndarray | None]:
-    """Per bone: the outward unit normal (in swing coordinates) where the swing lies on its cone's rim and the
-    cost's descent presses it outward (a positive multiplier), else None: a rim bone the descent draws inward is
-    free. Held whenever it lay on the rim, such a bone stayed there wherever Newton's step (the bones coupled)
-    pointed outward although the descent pointed in: a false fixed point, off the true minimum by 2-3 degrees and
-    reached or not from frame to frame (the coned 2-bone chain with a pole jittered 0.15-2.9 degrees a frame
-    beyond its cones; 0.2-0.5 with the bone released; 3 bones without a pole: 9.1 degrees a frame, 3.2).
+    """Per bone: the outward unit normal (in swing coordinates) where the swing lies on its cone's rim.
 
     Adds the rim's curvature to ``hessian`` (in place) with the multiplier that holds the swing on the
     rim (the Lagrangian's Hessian), so that sliding along a curved rim converges as fast as a free step.
@@ -332,11 +320,12 @@ def _rim_terms(q: np.ndarray, gradient: np.ndarray, hessian: np.ndarray,
             if a > 0.0 and b > 0.0 and (u / a) ** 2 + (v / b) ** 2 >= 1.0 - 1e-9:
                 g = np.array([2.0 * u / (a * a), 2.0 * v / (b * b)])
                 norm2 = float(g @ g)
-                multiplier = -float(gradient[2 * i:2 * i + 2] @ g) / norm2 if norm2 > 0.0 else 0.0
-                if multiplier > 0.0:
+                if norm2 > 0.0:
                     normal = g / math.sqrt(norm2)
-                    hessian[2 * i, 2 * i] += multiplier * 2.0 / (a * a)
-                    hessian[2 * i + 1, 2 * i + 1] += multiplier * 2.0 / (b * b)
+                    multiplier = -float(gradient[2 * i:2 * i + 2] @ g) / norm2
+                    if multiplier > 0.0:
+                        hessian[2 * i, 2 * i] += multiplier * 2.0 / (a * a)
+                        hessian[2 * i + 1, 2 * i + 1] += multiplier * 2.0 / (b * b)
         elif isinstance(limit, HingeLimit):
             # A hinge's angle at an end of its interval (:class:`Coordinates`): a straight rim, no curvature.
             v = float(q[i, 1])
@@ -525,20 +514,16 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
         near, more, settled_near = _minimise(near, near, mu_near, root, target, lengths, limits)
         steps, settled = steps + more, settled and settled_near
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
-    final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance, proximal=True)
+    final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
     return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 
 
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
-                target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits, tolerance: float,
-                proximal: bool = False) -> SwingFit:
+                target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits, tolerance: float) -> SwingFit:
     """The beyond fit from swings ``start`` whose tip misses by ``error``: pulled toward ``start`` by ``mu_near``
-    and toward the reference ``q_ref`` by MU_BEYOND * (shortfall past the tolerance / length)**BEYOND_POWER after
-    the proximal near fit (``proximal``), else MU_BEYOND_SHORT * (...)**BEYOND_POWER_SHORT, capped at MU_BEYOND_CAP
-    (zero within the tolerance); its own steps and whether it settled."""
-    shortfall = max(error - tolerance, 0.0) / float(lengths.sum())
-    pull = min(MU_BEYOND * shortfall ** BEYOND_POWER if proximal else MU_BEYOND_SHORT * shortfall ** BEYOND_POWER_SHORT,
-               MU_BEYOND_CAP)
+    and toward the reference ``q_ref`` by MU_BEYOND * (shortfall past the tolerance / length)**BEYOND_POWER,
+    capped at MU_BEYOND_CAP (zero within the tolerance); its own steps and whether it settled."""
+    pull = min(MU_BEYOND * (max(error - tolerance, 0.0) / float(lengths.sum())) ** BEYOND_POWER, MU_BEYOND_CAP)
     mu = mu_near + pull
     centre = (mu_near * start + pull * q_ref) / mu
     beyond, steps, settled = _minimise(start, centre, mu, root, target, lengths, limits)
