@@ -195,7 +195,8 @@ def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: 
 def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
            plans: list[ChainPlan]) -> dict[str, np.ndarray]:
     """Turn every bone onto the solved joints, parents first, blend by influence and write it; returns
-    the new armature-space matrices."""
+    the new armature-space matrices. Each bone turns by the solve's own turn where the tree had joint
+    limits (:attr:`.TreeResult.turns`), else by :func:`_best_turn`."""
     solved, children_of, pre, scales = result.joints, goals.children, tree.pre, tree.scales
     # Pull of each joint's subtree, to weigh a branching bone's best-fit rotation.
     pull = np.zeros(len(goals.joints))
@@ -219,6 +220,13 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
         turn = np.eye(3) if k == 0 or parent.name not in turns else turns[parent.name]
         if name in matching:
             m[:3, :3] = unit_columns(matching[name]) * np.linalg.norm(pre[name][:3, :3], axis=0)
+        elif children_of[k] and result.turns is not None:
+            # Solved with joint limits: the turn the limits were measured in (the forking bone's roll
+            # fixes its branches' limit frames; a hinge turns about its local X), so the pose written is
+            # the pose solved. _best_turn's roll differed: hinges up to 24.6 degrees off local X, and the
+            # branches solved again from that trunk missed targets the tree reached.
+            turn = result.turns[children_of[k][0]]
+            m[:3, :3] = turn @ pre[name][:3, :3]
         elif children_of[k]:
             before = np.array([goals.joints[j] - pre[name][:3, 3] for j in children_of[k]])
             after = np.array([solved[j] - head for j in children_of[k]])

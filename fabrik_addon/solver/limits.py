@@ -254,6 +254,16 @@ class LimitFrames:
         start = self.frames[bone]
         return matrix_from_two_vectors(self.start_dirs[bone], direction, fallback_axis=start[:, 0]) @ start
 
+    def frame_at(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray) -> np.ndarray:
+        """Frame of ``bone`` pointing along unit ``direction`` under ``parent_frame``: a HINGE bone's is its
+        limit frame turned about X by its hinge angle (a pure local-X turn, twist locked to its parent);
+        any other bone's follows its direction (:meth:`bone_frame`)."""
+        if isinstance(self.limits[bone], HingeLimit):
+            frame = self.limit_frame(parent_frame, bone)
+            local = frame.T @ direction
+            return frame @ _turn_x(math.atan2(float(local[2]), float(local[1])))
+        return self.bone_frame(bone, direction)
+
     def constrain(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray) -> np.ndarray:
         """The nearest unit direction to ``direction`` that the bone's limit allows."""
         limit = self.limits[bone]
@@ -298,11 +308,8 @@ class ResolvedLimits(LimitFrames):
                   child_direction: np.ndarray | None) -> np.ndarray:
         """Frame of ``bone`` pointing along unit ``direction`` under ``parent_frame``, given where its
         child points (None: no child, or unknown)."""
-        limit = self.limits[bone]
-        if isinstance(limit, HingeLimit):
-            frame = self.limit_frame(parent_frame, bone)
-            local = frame.T @ direction
-            return frame @ _turn_x(math.atan2(float(local[2]), float(local[1])))
+        if isinstance(self.limits[bone], HingeLimit):
+            return self.frame_at(parent_frame, bone, direction)
         frame = self.bone_frame(bone, direction)
         if child_direction is not None and self.rolls(bone):
             frame = self._roll_for_hinge(frame, bone, direction, child_direction)

@@ -58,6 +58,11 @@ class TreeResult:
     converged : bool
         The solve settled, as :attr:`.SolveResult.converged`: every scored effector reached, or the
         passes stopped bringing them closer; False when the iterations ran out while still closing in.
+    turns : ndarray, shape (J, 3, 3), or None
+        With joint limits: the world turn, from the start pose, of the bone ending at each joint (row 0
+        the identity) in the frames the limits were measured in (:func:`bone_turns`): the rolls a write
+        must give the bones for the pose written to be the pose solved. None without limits (nothing
+        fixes the rolls).
     """
 
     joints: np.ndarray
@@ -67,6 +72,7 @@ class TreeResult:
     stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
     bone_stretch: np.ndarray = field(default=None)  # type: ignore[arg-type]
     converged: bool = True
+    turns: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.stretch is None:
@@ -187,7 +193,36 @@ def solve_tree(
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
     settled = settled or bool(reached[weight > 0.0].all())
-    return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled)  # type: ignore[arg-type]
+    turns = None if resolved is None else bone_turns(out, pts, parent, rigid_set, resolved)
+    return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled,  # type: ignore[arg-type]
+                      turns)
+
+
+def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: set[int],
+               limits: LimitFrames) -> np.ndarray:
+    """``(J, 3, 3)``: the world turn from ``start`` to ``pose`` of the bone ending at each joint, as the
+    passes and the fit measure the limits in it: a rigid body's children turn with the body
+    (:func:`_place_rigid`'s turn, exact for a pose whose body is rigid), a HINGE bone is its limit frame
+    turned about X, any other bone follows its direction by the least turn from its start frame
+    (:meth:`.LimitFrames.frame_at`)."""
+    count = len(pose)
+    children = children_of(parent)
+    xs, ys, zs = pose[:, 0].tolist(), pose[:, 1].tolist(), pose[:, 2].tolist()
+    turns = np.tile(np.eye(3), (count, 1, 1))
+    now: dict[int, np.ndarray] = {}
+    for p in range(count):
+        kids = children[p]
+        if p in rigid and len(kids) >= 2:
+            body = (kids, start[kids] - start[p], np.ones(len(kids)))
+            turn = _place_rigid(p, body, xs[:], ys[:], zs[:])
+            for j in kids:
+                turns[j], now[j] = turn, turn @ limits.frames[j]
+            continue
+        for j in kids:
+            d = pose[j] - pose[p]
+            now[j] = limits.frame_at(now.get(p, limits.base_frame), j, d / np.linalg.norm(d))
+            turns[j] = now[j] @ limits.frames[j].T
+    return turns
 
 
 def _forks(parent: np.ndarray, effector: np.ndarray) -> bool:
@@ -519,7 +554,7 @@ def _forward(walk: _Walk, xs: list[float], ys: list[float], zs: list[float], lim
             d = _unit(xs, ys, zs, p, j, walk.start_dirs[j], tiny)
             d = limits.constrain(frame_now.get(p, limits.base_frame), j, d)
             xs[j], ys[j], zs[j] = xs[p] + float(d[0]) * L[j], ys[p] + float(d[1]) * L[j], zs[p] + float(d[2]) * L[j]
-            frame_now[j] = limits.bone_frame(j, d)
+            frame_now[j] = limits.frame_at(frame_now.get(p, limits.base_frame), j, d)
 
 
 # Extrapolation (:class:`_Extrapolation`): the two last moves must point this close to one way (cosine),
@@ -614,7 +649,7 @@ class TreeLimits(LimitFrames):
             limit = self.limits[j]
             if limit is not None:
                 out[j] = limit.excess(self.limit_frame(now.get(p, self.base_frame), j).T @ d)
-            now[j] = self.bone_frame(j, d)
+            now[j] = self.frame_at(now.get(p, self.base_frame), j, d)
         return out
 
 

@@ -13,7 +13,8 @@ passes' best pose.
 Coordinates: a bone whose parent joint is not rigid points along its limit frame (its parent bone's
 current frame turned by its rest offset) turned by its swing ``(u, v)``, and its frame follows its
 direction by the minimal turn from its start frame (:meth:`.LimitFrames.bone_frame`), as the passes
-measure it; the children of a rigid joint are their start offsets turned by the body's turn
+measure it (a HINGE bone's frame is its limit frame turned about X by its angle, as on lone chains:
+:meth:`.LimitFrames.frame_at`); the children of a rigid joint are their start offsets turned by the body's turn
 ``exp(w) T0`` (``T0`` the turn the passes left it at), their frames with them.
 """
 
@@ -99,7 +100,11 @@ class _Coordinates:
             d = d.reshape(k, 3)
             d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
             out[:, j] = out[:, p] + self.lengths[j] * d
-            if j in self.framed:
+            if j in self.framed and isinstance(lim.limits[j], HingeLimit):
+                # A hinge bone's frame is its limit frame turned about X (:meth:`.LimitFrames.frame_at`).
+                along = local[:, self.slot[j]]
+                frames[j] = carried @ _turns_x(np.arctan2(along[:, 2], along[:, 1]))
+            elif j in self.framed:
                 start = lim.frames[j]
                 frames[j] = np.stack([_turned(lim.start_dirs[j], d, np.broadcast_to(start[:, c], (k, 3)))
                                       for c in range(3)], axis=-1)
@@ -120,6 +125,15 @@ def _exps(w: np.ndarray) -> np.ndarray:
     a = np.where(small, 1.0 - angle ** 2 / 6.0, np.sin(safe) / safe)
     b = np.where(small, 0.5 - angle ** 2 / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
     return np.eye(3) + a * k + b * (k @ k)
+
+
+def _turns_x(angle: np.ndarray) -> np.ndarray:
+    """Rotations ``(K, 3, 3)`` by ``angle (K,)`` about X."""
+    c, s = np.cos(angle), np.sin(angle)
+    out = np.zeros((len(angle), 3, 3))
+    out[:, 0, 0] = 1.0
+    out[:, 1, 1], out[:, 1, 2], out[:, 2, 1], out[:, 2, 2] = c, -s, s, c
+    return out
 
 
 def fits(limits: LimitFrames) -> bool:
@@ -196,7 +210,7 @@ def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
         d = d / np.linalg.norm(d)
         sx, sy, sz = lim.limit_frame(frames.get(p, lim.base_frame), j).T @ d
         x[2 * coords.slot[j]:2 * coords.slot[j] + 2] = swing_of(float(sx), float(sy), float(sz))
-        frames[j] = lim.bone_frame(j, d)
+        frames[j] = lim.frame_at(frames.get(p, lim.base_frame), j, d)
     ns = len(coords.swung)
     x[:2 * ns] = _project(x[:2 * ns].reshape(ns, 2), coords.cones).ravel()
     return x

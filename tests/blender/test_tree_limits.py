@@ -2,7 +2,6 @@
 limits are kept, and a reachable target a tree misses says "did not converge", never "out of reach"."""
 
 import math
-import re
 
 import bpy
 import numpy as np
@@ -104,9 +103,10 @@ def test_coned_forks_reach_targets_from_poses_inside_their_cones(branches, cone)
 
 
 def test_a_hinged_fork_never_says_out_of_reach_for_a_reachable_target():
-    """Hinged branches from poses inside their limits (reachable): each chain reached or "did not
-    converge", never "out of reach" (before: 45 of 120 tip-poses "out of reach"; still 45 missed, see the
-    README's known limits)."""
+    """Hinged branches from poses inside their limits (reachable): every chain reached. Before: 45 of 120
+    tip-poses "out of reach"; then 30 of 60 "did not converge" (the branches, solved again from a trunk
+    written with another roll than the tree's solve gave it, stopped short); none now that the tree is written
+    as solved."""
     rng = np.random.default_rng(5)
     ob = coned_fork(2, 0.6, hinge=True)
     chains = coned_chains(ob, inside_pose(ob, rng, 0.6, hinge=True))
@@ -115,22 +115,8 @@ def test_a_hinged_fork_never_says_out_of_reach_for_a_reachable_target():
         for chain, point in zip(chains, inside_pose(ob, rng, 0.6, hinge=True)):
             chain.target.location = tuple(point)
         bpy.context.view_layer.update()
-        statuses += [(chain.status, chain.message, chain.name, chain.last_iterations, chain.iterations)
-                     for chain in chains]
-    assert all(status in {'REACHED', 'NOT_CONVERGED'} for status, *_ in statuses), statuses
-    assert any(status == 'REACHED' for status, *_ in statuses)
-    # "Raise Iterations" only where the tree's passes ran out of them; elsewhere the message says that the
-    # branch's own solve missed a target the tree reaches (more iterations did not help: the 45 misses
-    # stayed at 100 iterations).
-    missed = [row for row in statuses if row[0] == 'NOT_CONVERGED']
-    assert missed
-    for _, message, name, used, allowed in missed:
-        if used < allowed:
-            assert re.fullmatch(rf"Branch '{name}': did not converge: its own solve stops [0-9.]+ [cm]?m short of a "
-                                r"target the tree reaches with every joint limit \(more iterations do not help\)",
-                                message), message
-        else:
-            assert message.endswith("raise Iterations"), message
+        statuses += [(chain.status, chain.message, chain.name) for chain in chains]
+    assert all(status == 'REACHED' for status, *_ in statuses), [row for row in statuses if row[0] != 'REACHED']
 
 
 def test_a_coned_fork_gives_one_world_pose_in_every_rotation_mode():

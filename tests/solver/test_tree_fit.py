@@ -131,3 +131,52 @@ def test_a_fitted_tree_is_the_same_on_every_solve_and_weight_zero_frees_its_bran
         one = solve_tree(joints, parents, effectors, targets, limits=limits, tolerance=tolerance, weights=[1.0, 0.0])
         assert one.reached[0]
         assert tree_limits.violations(one.joints, np.array(parents)).max() <= 1e-6
+
+
+def hinged_branches_y(rng):
+    """Cones on every bone, hinges on each branch's last two (the bone above a hinge is itself a hinge)."""
+    joints, parents, effectors, limits, rigid = hinged_y(rng)
+    for e in effectors:
+        limits[parents[e]] = HingeLimit(-rng.uniform(0.3, 1.5), rng.uniform(0.3, 1.5))
+    return joints, parents, effectors, limits, rigid
+
+
+@pytest.mark.parametrize("make", [coned_torso, hinged_y, hinged_branches_y],
+                         ids=["torso, cones", "Y, cones and hinges", "Y, hinges on two bones a branch"])
+def test_the_turns_a_limited_tree_returns_are_the_frames_its_limits_were_kept_in(make):
+    """``TreeResult.turns`` carries each bone from the start onto the solved pose (a rigid body's children by one
+    turn), turns a HINGE bone about its limit frame's X alone, within its range, and in the frames they give
+    every limit is kept: a pose written with them is the pose solved."""
+    rng = np.random.default_rng(17)
+    for _ in range(20):
+        joints, parents, effectors, limits, rigid = make(rng)
+        tree_limits = resolve_tree_limits(limits, joints, parents)
+        targets = inside_pose(rng, joints, parents, tree_limits, {p: random_turn(rng) for p in rigid})[effectors]
+        result = solve_tree(joints, parents, effectors, targets, limits=limits, rigid=rigid,
+                            tolerance=1e-3 * lengths(joints, parents).sum(), max_iterations=100)
+        turns, pose = result.turns, result.joints
+        np.testing.assert_allclose(turns @ np.swapaxes(turns, 1, 2), np.tile(np.eye(3), (len(pose), 1, 1)), atol=1e-12)
+        now = {0: tree_limits.base_frame}
+        for j in range(1, len(pose)):
+            p = parents[j]
+            np.testing.assert_allclose(pose[j] - pose[p], turns[j] @ (joints[j] - joints[p]), atol=1e-9)
+            now[j] = turns[j] @ tree_limits.frames[j]
+            limit, frame = limits[j], tree_limits.limit_frame(now[p], j)
+            if limit is not None:
+                d = (pose[j] - pose[p]) / np.linalg.norm(pose[j] - pose[p])
+                assert limit.excess(frame.T @ d) <= 1e-6
+            if isinstance(limit, HingeLimit):
+                local = frame.T @ now[j]
+                assert abs(local[0, 0] - 1.0) <= 1e-12
+                angle = np.arctan2(local[2, 1], local[1, 1])
+                assert limit.min_angle - 1e-6 <= angle <= limit.max_angle + 1e-6
+        for p in rigid:
+            kids = [c for c in range(len(parents)) if parents[c] == p]
+            np.testing.assert_allclose(turns[kids[0]], turns[kids[1]], atol=1e-12)
+
+
+def test_a_tree_without_limits_leaves_its_rolls_to_the_write():
+    """No limit measures a frame, so no turn comes back (the rig layer picks the rolls)."""
+    joints, parents, effectors = random_y_tree(np.random.default_rng(2))
+    result = solve_tree(joints, parents, effectors, joints[effectors] + 0.1)
+    assert result.turns is None
