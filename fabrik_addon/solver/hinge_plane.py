@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .limits import LIMIT_SLACK, ConeLimit, HingeLimit, ResolvedLimits
+from .rotations import turn_x
 
 # Relative size below which a distance counts as zero (as in .prepare).
 EPS = 1e-9
@@ -136,7 +137,7 @@ def planar_hinge_pose(start: np.ndarray, target: np.ndarray, pole: np.ndarray | 
     frames = np.empty((len(L), 3, 3))
     frames[0] = np.column_stack([normal, d0, _cross(normal, d0)])
     for k in range(1, len(L)):
-        frames[k] = frames[k - 1] @ limits.rest_offsets[k] @ _turn_x(float(alpha[k - 1]))
+        frames[k] = frames[k - 1] @ limits.rest_offsets[k] @ turn_x(float(alpha[k - 1]))
     joints = np.vstack([root, root + np.cumsum(np.array(L)[:, None] * frames[:, :, 1], axis=0)])
     return PlanarPose(joints, frames, math.dist(joints[-1], target), matched)
 
@@ -175,11 +176,6 @@ def _pole_side(start: np.ndarray, axis: np.ndarray, beta: np.ndarray, alpha0: np
 def _cross(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``np.cross`` of two 3-vectors (a fraction of its call cost)."""
     return np.array([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]])
-
-
-def _turn_x(angle: float) -> np.ndarray:
-    c, s = math.cos(angle), math.sin(angle)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
 
 
 def _reach(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray, high: np.ndarray,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .rotations import matrix_from_two_vectors, parallel_transport_frames
+from .rotations import matrix_from_two_vectors, parallel_transport_frames, turn_x
 
 # Limits count as met when exceeded by no more than this (ellipse value or radians).
 LIMIT_SLACK = 1e-9
@@ -261,7 +261,7 @@ class LimitFrames:
         if isinstance(self.limits[bone], HingeLimit):
             frame = self.limit_frame(parent_frame, bone)
             local = frame.T @ direction
-            return frame @ _turn_x(math.atan2(float(local[2]), float(local[1])))
+            return frame @ turn_x(math.atan2(float(local[2]), float(local[1])))
         return self.bone_frame(bone, direction)
 
     def constrain(self, parent_frame: np.ndarray, bone: int, direction: np.ndarray) -> np.ndarray:
@@ -387,11 +387,6 @@ class ResolvedLimits(LimitFrames):
                 out[i] = limit.excess(self.limit_frame(parent, i).T @ d)
             parent = self.frame_for(parent, i, d, dirs[i + 1] if i + 1 < len(dirs) else None)
         return out
-
-
-def _turn_x(angle: float) -> np.ndarray:
-    c, s = math.cos(angle), math.sin(angle)
-    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
 
 
 def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:

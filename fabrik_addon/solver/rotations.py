@@ -42,6 +42,21 @@ def matrix_from_two_vectors(a: np.ndarray, b: np.ndarray, fallback_axis: np.ndar
     ])
 
 
+def turn_x(angle: float) -> np.ndarray:
+    """Rotation by ``angle`` about X (a hinge's turn in its limit frame)."""
+    c, s = math.cos(angle), math.sin(angle)
+    return np.array([[1.0, 0.0, 0.0], [0.0, c, -s], [0.0, s, c]])
+
+
+def turns_x(angle: np.ndarray) -> np.ndarray:
+    """Rotations ``(K, 3, 3)`` by ``angle (K,)`` about X: :func:`turn_x`, batched."""
+    c, s = np.cos(angle), np.sin(angle)
+    out = np.zeros((len(angle), 3, 3))
+    out[:, 0, 0] = 1.0
+    out[:, 1, 1], out[:, 1, 2], out[:, 2, 1], out[:, 2, 2] = c, -s, s, c
+    return out
+
+
 def matrices_from_two_vectors(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Batched :func:`matrix_from_two_vectors` for ``(K, 3)`` unit vectors; returns ``(K, 3, 3)``.
 

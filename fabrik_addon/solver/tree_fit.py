@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
-from .rotations import matrices_from_two_vectors, perpendicular
+from .rotations import matrices_from_two_vectors, perpendicular, turns_x
 from .swing import STEP_TOL, _locals, _project, _rim_terms, _turned, damped_step, swing_of
 
 # Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
@@ -103,7 +103,7 @@ class _Coordinates:
             if j in self.framed and isinstance(lim.limits[j], HingeLimit):
                 # A hinge bone's frame is its limit frame turned about X (:meth:`.LimitFrames.frame_at`).
                 along = local[:, self.slot[j]]
-                frames[j] = carried @ _turns_x(np.arctan2(along[:, 2], along[:, 1]))
+                frames[j] = carried @ turns_x(np.arctan2(along[:, 2], along[:, 1]))
             elif j in self.framed:
                 start = lim.frames[j]
                 frames[j] = np.stack([_turned(lim.start_dirs[j], d, np.broadcast_to(start[:, c], (k, 3)))
@@ -125,15 +125,6 @@ def _exps(w: np.ndarray) -> np.ndarray:
     a = np.where(small, 1.0 - angle ** 2 / 6.0, np.sin(safe) / safe)
     b = np.where(small, 0.5 - angle ** 2 / 24.0, (1.0 - np.cos(safe)) / (safe * safe))
     return np.eye(3) + a * k + b * (k @ k)
-
-
-def _turns_x(angle: np.ndarray) -> np.ndarray:
-    """Rotations ``(K, 3, 3)`` by ``angle (K,)`` about X."""
-    c, s = np.cos(angle), np.sin(angle)
-    out = np.zeros((len(angle), 3, 3))
-    out[:, 0, 0] = 1.0
-    out[:, 1, 1], out[:, 1, 2], out[:, 2, 1], out[:, 2, 2] = c, -s, s, c
-    return out
 
 
 def fits(limits: LimitFrames) -> bool:
