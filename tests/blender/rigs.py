@@ -61,3 +61,20 @@ def keyed_in_every_mode(make, bones: int, frames: int, rng, spread: float, near:
     key_path(target, points, list(range(1, frames + 1)))
     target.parent = carrier
     return rigs, target, carrier
+
+
+def same_pose_in_modes(rigs, modes, rng, spread: float = 0.3) -> None:
+    """One random turn (about a random axis, up to ``spread`` radians) of every bone, stored in each rig in its
+    mode of ``modes``: the same pose without IK in channels that differ only by float32 rounding."""
+    for name in [pb.name for pb in rigs[0].pose.bones]:
+        axis = rng.normal(size=3)
+        q = Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.0, spread))
+        for ob, mode in zip(rigs, modes):
+            ob.pose.bones[name].rotation_mode = mode
+            set_rotation(ob.pose.bones[name], q)
+
+
+def joint_spread(rigs) -> float:
+    """Largest distance of any bone's world tail from the first rig's."""
+    joints = [np.array([world_tail(ob, pb.name) for pb in ob.pose.bones]) for ob in rigs]
+    return max(float(np.abs(j - joints[0]).max()) for j in joints[1:])

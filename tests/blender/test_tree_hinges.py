@@ -9,7 +9,7 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Quaternion
-from rigs import armature, empty, off_x, set_rotation, world_head, world_tail
+from rigs import armature, empty, joint_spread, off_x, same_pose_in_modes, world_head, world_tail
 
 # Limit-respecting poses turn each limited bone by at most this fraction of its range.
 SPAN = 0.95
@@ -231,12 +231,7 @@ def test_a_hinged_fork_gives_one_world_pose_in_every_rotation_mode(limits):
     walker = fork(2, limits, "Walker")  # its own poses give the targets
     first = inside_pose(walker, rng)[0]
     chains = [add_chains(ob, first, 4) for ob in rigs]
-    for name in [pb.name for pb in rigs[0].pose.bones]:
-        axis = rng.normal(size=3)
-        q = Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.0, 0.3))
-        for ob, mode in zip(rigs, modes):
-            ob.pose.bones[name].rotation_mode = mode
-            set_rotation(ob.pose.bones[name], q)
+    same_pose_in_modes(rigs, modes, rng)
     worst = 0.0
     for _ in range(10):
         points = inside_pose(walker, rng)[0]
@@ -244,6 +239,5 @@ def test_a_hinged_fork_gives_one_world_pose_in_every_rotation_mode(limits):
             for chain, point in zip(per_rig, points):
                 chain.target.location = tuple(point)
         bpy.context.view_layer.update()
-        joints = [np.array([world_tail(ob, pb.name) for pb in ob.pose.bones]) for ob in rigs]
-        worst = max(worst, max(float(np.abs(j - joints[0]).max()) for j in joints[1:]))
+        worst = max(worst, joint_spread(rigs))
     assert worst <= 1e-4

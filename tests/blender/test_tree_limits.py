@@ -7,7 +7,7 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Quaternion
-from rigs import armature, empty, set_rotation, world_tail
+from rigs import armature, empty, joint_spread, same_pose_in_modes, world_tail
 
 # Inside poses turn each coned bone by at most this fraction of its cone.
 SPAN = 0.95
@@ -128,12 +128,7 @@ def test_a_coned_fork_gives_one_world_pose_in_every_rotation_mode():
     walker = coned_fork(3, 0.6)  # its own poses give the targets
     targets = inside_pose(walker, rng, 0.6)
     chains = [coned_chains(ob, targets) for ob in rigs]
-    for name in [pb.name for pb in rigs[0].pose.bones]:
-        axis = rng.normal(size=3)
-        q = Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.0, 0.3))
-        for ob, mode in zip(rigs, modes):
-            ob.pose.bones[name].rotation_mode = mode
-            set_rotation(ob.pose.bones[name], q)
+    same_pose_in_modes(rigs, modes, rng)
     worst = 0.0
     for _ in range(15):
         points = inside_pose(walker, rng, 0.6)
@@ -141,6 +136,5 @@ def test_a_coned_fork_gives_one_world_pose_in_every_rotation_mode():
             for chain, point in zip(per_rig, points):
                 chain.target.location = tuple(point)
         bpy.context.view_layer.update()
-        joints = [np.array([world_tail(ob, pb.name) for pb in ob.pose.bones]) for ob in rigs]
-        worst = max(worst, max(float(np.abs(j - joints[0]).max()) for j in joints[1:]))
+        worst = max(worst, joint_spread(rigs))
     assert worst <= 1e-4
