@@ -57,6 +57,14 @@ FREE_ROLL_FROM = 6
 # at 10 the 4-bone one without a pole missed 3 frames more than at 1 (73 against 70, as limited FABRIK).
 HINGE_FALLBACK = 1.0
 HINGE_FALLBACK_LONG = 10.0
+# The beyond fit's pull toward the free pose (.swing.MU_BEYOND for cones): the hinges and the locked planes already
+# keep a hinged chain off the mirror poses that pull holds cones from, so beyond the limits it only held the tip
+# back. Quality loops (400 frames), largest distance to the target / largest turn a frame at 10 (the cones'), 3,
+# 1: 4-bone coned leg with a hinged knee and a pole 0.62/2.95, 0.45/3.26, 0.31/3.36 (Blender 0.13/0.67), without
+# a pole 0.62, 0.45, 0.31 (161.7 each: the knee's mirror choice, Blender 167), 5 bones 0.57/2.16, 0.41/2.24,
+# 0.31/2.26, 3 bones 0.73/1.58, 0.71/0.71, 0.66/0.71; at 0.1, 0.30/3.41 and 0.64/0.82. The largest turns are where
+# the target comes back within what the limits allow, where the reaching pose turns fast.
+HINGE_MU_BEYOND = 1.0
 
 
 def fallback(bones: int) -> float:
@@ -92,6 +100,7 @@ class HingeCoordinates(Coordinates):
     # local minima).
     polish: ClassVar[bool] = False
     proximal_from: ClassVar[int | None] = 2
+    mu_beyond: ClassVar[float] = HINGE_MU_BEYOND
 
     def bone_frames(self, q: np.ndarray) -> np.ndarray:
         """Bone frames ``(K, N, 3, 3)`` of coordinates ``q (K, N, 2)``."""

@@ -122,10 +122,11 @@ class Coordinates(ResolvedLimits):
     :meth:`tip`, :meth:`derivatives`); the projection and rim terms take a HINGE bone's ``(0, angle)`` as its
     interval (:func:`_project`, :func:`_rim_terms`). Cone-only chains never see one."""
 
-    # Whether a fit that settled far short is polished, and from how many bones the near fit is proximal
-    # steps (:func:`fit_swings`; None: PROXIMAL_FROM).
+    # Whether a fit that settled far short is polished, from how many bones the near fit is proximal steps
+    # (:func:`fit_swings`; None: PROXIMAL_FROM), and the beyond fit's pull weight (:func:`_fit_beyond`).
     polish: ClassVar[bool] = True
     proximal_from: ClassVar[int | None] = None
+    mu_beyond: ClassVar[float] = MU_BEYOND
 
     def of(self, joints: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -524,9 +525,11 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
                 target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits, tolerance: float) -> SwingFit:
     """The beyond fit from swings ``start`` whose tip misses by ``error``: pulled toward ``start`` by ``mu_near``
-    and toward the reference ``q_ref`` by MU_BEYOND * (shortfall past the tolerance / length)**BEYOND_POWER,
+    and toward the reference ``q_ref`` by MU_BEYOND (the coordinates' ``mu_beyond``) * (shortfall past the
+    tolerance / length)**BEYOND_POWER,
     capped at MU_BEYOND_CAP (zero within the tolerance); its own steps and whether it settled."""
-    pull = min(MU_BEYOND * (max(error - tolerance, 0.0) / float(lengths.sum())) ** BEYOND_POWER, MU_BEYOND_CAP)
+    weight = limits.mu_beyond if isinstance(limits, Coordinates) else MU_BEYOND
+    pull = min(weight * (max(error - tolerance, 0.0) / float(lengths.sum())) ** BEYOND_POWER, MU_BEYOND_CAP)
     mu = mu_near + pull
     centre = (mu_near * start + pull * q_ref) / mu
     beyond, steps, settled = _minimise(start, centre, mu, root, target, lengths, limits)
