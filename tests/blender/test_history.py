@@ -135,4 +135,8 @@ def test_a_chain_switched_off_and_on_by_keys_keeps_its_pose_without_ik_exactly(m
 def test_random_histories_end_in_the_pose_of_the_final_inputs(seed):
     """The differential fuzz: a copy of the rigs with a random history of 25 steps against one with none."""
     (distance, angle, bone, history), = run(seed, copies=2, steps=25)
-    assert distance < 1e-4 and angle < 0.01, (distance, angle, bone, history)
+    # The copies stand in one place: the same floats in, the same pose out (float noise would be a history).
+    assert distance < 1e-6 and angle < 1e-4, (distance, angle, bone, history)
+    solved = [chain.status for ob in bpy.data.objects if ob.type == 'ARMATURE' for chain in ob.fabrik.chains]
+    # The final inputs have chains to solve, not only invalid or switched off ones.
+    assert sum(status in ('REACHED', 'UNREACHABLE', 'NOT_CONVERGED') for status in solved) >= len(solved) // 2, solved
