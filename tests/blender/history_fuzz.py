@@ -328,9 +328,8 @@ def shrink(seed: int, history: list, bad: float = 1e-3) -> list:
 
 
 if __name__ == "__main__":  # exploration: python tests/blender/history_fuzz.py FIRST_SEED COUNT [shrink]
-    import sys
-
     import os
+    import sys
 
     import fabrik_addon
     from fabrik_addon.rig import solve
