@@ -4,7 +4,8 @@ inputs, never on what was solved or done before).
 
 Each copy holds the same rigs (a hip with a five-bone leg below it and a free side bone, keyed FK on part of a
 quaternion; a Two-Bone arm under a keyed target; a torso whose arms share the spine, a tree, with a hand chain
-hanging below it) with their own targets and poles, all in one place. Copy 0 has no history; the others take
+hanging below it) with their own targets and poles, all in one place. Copy 0 has no history (it is built when
+the others' histories are over, and solved first with the final inputs); the others take
 random steps (targets and poles moved near, far, beyond reach and behind the root; rotations set by script on
 chain bones, their parents and free bones, in every rotation mode; rotation modes changed; chains and rigs
 switched off and on; chain length, iterations, tolerance, influence, solver changed; poles added and removed;
@@ -273,7 +274,7 @@ def difference(a: dict, b: dict) -> tuple[float, float, tuple]:
     for key, m in a.items():
         n = b[key]
         d = float(np.abs(m[:3, 3] - n[:3, 3]).max())
-        # tails too: a bone turned about its head moves its tail
+        # and the angle between their orientations (a bone turned about its head keeps its head)
         ra, rb = m[:3, :3] / np.linalg.norm(m[:3, :3], axis=0), n[:3, :3] / np.linalg.norm(n[:3, :3], axis=0)
         t = math.degrees(2.0 * math.asin(min(1.0, float(np.linalg.norm(ra - rb)) / math.sqrt(8.0))))
         if d > worst or (d == worst and t > angle):
