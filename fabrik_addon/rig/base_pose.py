@@ -1,7 +1,9 @@
 """The pose without IK: each bone's stored base rotation (and, for stretching chains, scale), captured,
 read back, restored and released.
 
-Never the previous IK output, so the pose at a frame depends only on that frame's inputs.
+Never the previous IK output, so the pose at a frame depends only on that frame's inputs. A bone given back
+(no chain drives it any more) forgets its stored rotation: a chain that takes it again takes the pose it has
+then, as a chain added then would, whatever the bone went through before.
 """
 
 from __future__ import annotations
@@ -104,6 +106,10 @@ def base_rotation(ob, ev, rig_cache: cache.RigCache, i: int) -> Quaternion:
 def base_rotations(ob, ev, used: np.ndarray, rig_cache: cache.RigCache) -> np.ndarray:
     """Every bone's rotation without IK (wxyz, (B, 4)): keyed or driven channels as evaluated, others as
     stored; ``used`` are the bones the chains move, the ones whose base may still need capturing."""
+    # Captured first, so that a bone captured now mixes and normalises as on every other frame (through
+    # base_rotation it took the mathutils route: 3.6e-7 off at a frame where a chain took its bones again).
+    for i in used[~rig_cache.captured[used]].tolist():
+        capture_base(ob.pose.bones[rig_cache.names[i]])
     base = rig_cache.stored.copy()
     animated = rig_cache.animated & rig_cache.quaternion[:, None]
     if animated.any():
@@ -114,7 +120,7 @@ def base_rotations(ob, ev, used: np.ndarray, rig_cache: cache.RigCache) -> np.nd
         for i in np.flatnonzero(animated.any(axis=1)).tolist():  # as animation gave them (_keyed)
             evaluated[i] = _kept(uid, per, names[i], tuple(evaluated[i].tolist()))
         base[animated] = evaluated[animated]
-    for i in used[~rig_cache.captured[used] | ~rig_cache.quaternion[used]]:
+    for i in used[~rig_cache.quaternion[used]]:
         base[i] = tuple(base_rotation(ob, ev, rig_cache, i))
     norms = np.sqrt(np.einsum("ij,ij->i", base, base))[:, None]
     return np.where(norms > 0.0, base / np.where(norms > 0.0, norms, 1.0), [1.0, 0.0, 0.0, 0.0])
@@ -136,28 +142,63 @@ def stored_channels(pose_bone) -> tuple[float, ...]:
 
 
 def capture_base(pose_bone) -> None:
-    """Store the bone's current rotation as its pose without IK."""
-    q = adapter.quaternion_from_channels(pose_bone.rotation_mode, adapter.read_rotation(pose_bone))
-    pose_bone.fabrik_base.rotation = tuple(q)
-    pose_bone.fabrik_base.captured = True
+    """Store the bone's current rotation as its pose without IK.
+
+    Where the bone's channels are still those the stored rotation gives (a bone given back its pose without IK
+    and not posed since; keyed or driven channels, which animation sets, are not compared), the stored rotation
+    is kept as it is: giving a bone back and taking it again then changes nothing, not even by the float32
+    rounding of a conversion between rotation modes."""
+    base = pose_bone.fabrik_base
+    channels = adapter.read_rotation(pose_bone)
+    rig_cache = cache.peek(pose_bone.id_data)
+    if not _shows(pose_bone, Quaternion(base.rotation), channels, rig_cache):
+        base.rotation = tuple(adapter.quaternion_from_channels(pose_bone.rotation_mode, channels))
+    base.captured = True
+    if rig_cache is not None and pose_bone.name in rig_cache.index:
+        i = rig_cache.index[pose_bone.name]
+        # As stored (float32), as a cache built afresh reads it.
+        rig_cache.stored[i], rig_cache.captured[i] = tuple(base.rotation), True
+        rig_cache.static_base.pop(i, None)
+
+
+def _shows(pose_bone, q: Quaternion, channels: tuple, rig_cache) -> bool:
+    """Whether the bone's rotation ``channels`` are those ``q`` gives in its rotation mode (float32, as Blender
+    stores both), keyed or driven ones (``rig_cache``'s animated paths) not compared."""
+    mode = pose_bone.rotation_mode
+    given = adapter.channels_from_quaternion(mode, q, channels)
+    animated = rig_cache.animated_paths if rig_cache is not None else ()
+    path = adapter.rotation_data_path(pose_bone.name, mode)
+    return all((path, k) in animated or np.float32(a) == np.float32(b)
+               for k, (a, b) in enumerate(zip(given, channels)))
+
+
+def _forget(pose_bone) -> None:
+    """The bone is given back (no chain drives it): whatever it is posed to from now on is its pose without IK,
+    taken (:func:`capture_base`) when a chain drives it again."""
+    pose_bone.fabrik_base.captured = False
     rig_cache = cache.peek(pose_bone.id_data)
     if rig_cache is not None and pose_bone.name in rig_cache.index:
         i = rig_cache.index[pose_bone.name]
-        rig_cache.stored[i], rig_cache.captured[i] = tuple(q), True
+        rig_cache.captured[i] = False
         rig_cache.static_base.pop(i, None)
 
 
 def restore_base(pose_bone, evaluated_bone=None, animated: set | None = None) -> None:
-    """Put back the pose without IK (used when a chain is disabled or removed): the stored one, or with
-    ``evaluated_bone``, its keyed or driven channels as evaluated and the others as stored."""
+    """Put back the pose without IK (used when a chain is disabled or removed, or no longer drives the bone):
+    the stored one, or with ``evaluated_bone``, its keyed or driven channels as evaluated and the others as
+    stored. The bone is the user's again: its stored rotation is forgotten (:func:`_forget`), so a chain
+    that takes it again starts from the pose it has then, as a chain added then would (a stored rotation
+    kept instead overwrote a pose made by hand meanwhile, and a lone 4-bone chain lengthened over a bone
+    posed while it was free ended 0.39 units from one that had never held that bone)."""
     base = pose_bone.fabrik_base
     if not base.captured:
         return
     if evaluated_bone is not None and animated:
         setattr(pose_bone, adapter.rotation_path(pose_bone.rotation_mode),
                 base_channels(pose_bone, evaluated_bone, animated))
-        return
-    adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
+    else:
+        adapter.write_rotation(pose_bone, Quaternion(base.rotation), adapter.read_rotation(pose_bone))
+    _forget(pose_bone)
 
 
 def base_scale(arm: ArmatureFrame, name: str) -> Vector:
