@@ -33,6 +33,9 @@ class RigCache:
     action_key: tuple
     data_uid: int = -1  # session uid of the armature data the cache was built from
     limited: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))  # (B,) joint limit set
+    # (B,) 1.0 where the bone's location channels move it, 0.0 for a connected bone, whose location Blender
+    # never composes (BKE_pchan_to_mat4): see :func:`.rig.inputs.basis_location`.
+    located: np.ndarray = field(default_factory=lambda: np.zeros(0))
     # Bones with a stored base scale (stretched now or until now); a set: numpy's any() costs ~3 us a call.
     scaled: set[int] = field(default_factory=set)
     rel_matrices: list = field(default_factory=list)  # ``rel`` as mathutils matrices, for small groups
@@ -137,6 +140,7 @@ def _build(ob, key: tuple) -> RigCache:
     has_parent = parents >= 0
     rel[has_parent] = np.linalg.inv(local64[parents[has_parent]]) @ local64[has_parent]
     lengths = np.array([bones[name].length for name in names])
+    located = np.array([0.0 if bones[name].use_connect else 1.0 for name in names])
     modes = [pb.rotation_mode for pb in ob.pose.bones]
     stored = np.tile([1.0, 0.0, 0.0, 0.0], (count, 1))
     captured = np.zeros(count, dtype=bool)
@@ -159,6 +163,7 @@ def _build(ob, key: tuple) -> RigCache:
     cache.settings_animated = _settings_animated(cache.animated_paths)
     cache.data_uid = ob.data.session_uid
     cache.limited = limited
+    cache.located = located
     cache.scaled = scaled
     cache.rel_matrices = [Matrix(m.tolist()) for m in rel]
     cache.rel_inverse_rotations = [m.to_quaternion().conjugated() for m in cache.rel_matrices]

@@ -198,7 +198,7 @@ def solve(armatures: list[tuple[ArmatureFrame, list[tuple]]]) -> None:
             used.append(block.rows.ravel())
         cache = arm.cache
         count = len(cache.names)
-        columns["location"].append(adapter.bulk_read(arm.ev_bones, "location", count, 3))
+        columns["location"].append(adapter.bulk_read(arm.ev_bones, "location", count, 3) * cache.located[:, None])
         columns["scale"].append(adapter.bulk_read(arm.ev_bones, "scale", count, 3))
         columns["base"].append(base_rotations(arm.ob, arm.ev, np.concatenate(used), cache))
         columns["written"].append(adapter.bulk_read(arm.bones, "rotation_quaternion", count, 4))

@@ -33,6 +33,7 @@ from .inputs import (
     ArmatureFrame,
     ChainInputs,
     ChainResult,
+    basis_location,
     chain_inputs,
     pose_matrix,
     rest_side,
@@ -168,14 +169,14 @@ def _start_pose(arm: ArmatureFrame, plan: ChainPlan, use_stretch: bool, free: bo
             return memo[1]
         for i in plan.cache_rows:
             pb = evaluated[names[i]]
-            channels.append((pb.location[:], pb.scale[:]))
+            channels.append((basis_location(cache, i, pb), pb.scale[:]))
     else:
         for i in plan.cache_rows:
             q = static.get(i)  # base_rotation's first step, without the call
             if q is None:
                 q = base_rotation(arm.ob, arm.ev, cache, i)
             pb = evaluated[names[i]]
-            location, scale = pb.location[:], pb.scale[:]
+            location, scale = basis_location(cache, i, pb), pb.scale[:]
             base.append(q)
             channels.append((location, scale))
             if key is not None:
@@ -282,7 +283,7 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
     cache, plan = arm.cache, inputs.plan
     idx = list(plan.cache_rows)
     names = plan.bones
-    location = np.array([arm.ev_bones[name].location[:] for name in names])
+    location = np.array([arm.ev_bones[name].location[:] for name in names]) * cache.located[idx, None]
     own = np.array([arm.ev_bones[name].scale[:] for name in names]) if pose.scales is None else \
         np.array([v[:] for v in pose.scales])
     end = np.array([0.0, 0.0 if match else float(cache.lengths[idx[-1]]), 0.0, 1.0])
@@ -363,7 +364,8 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
             grow = stretch if k < inputs.placed else 1.0
             q, scale = stretched_local(above @ cache.rel_matrices[i], rotation, m, pose.scales[k], grow)
             # The next bone's parent as Blender will compose it (the stretch may shear its X and Z).
-            above = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(arm.ev_bones[plan.bones[k]].location, q, scale)
+            location = basis_location(cache, i, arm.ev_bones[plan.bones[k]])
+            above = above @ cache.rel_matrices[i] @ Matrix.LocRotScale(location, q, scale)
             # Influence 0 is exactly the scale without IK; below 1 it blends (_blend).
             scales.append(pose.scales[k] if influence <= 0.0 else scale)
         start = pose.base[k]

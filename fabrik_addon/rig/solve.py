@@ -15,7 +15,7 @@ from .. import adapter, cache, diagnostics
 from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve.SMALL_BONES
 from . import batch, inputs, renames, small, tree
 from .base_pose import release, remember_written, restore_base, restore_scale
-from .inputs import ArmatureFrame, armature_frame, parent_matrix
+from .inputs import ArmatureFrame, armature_frame, basis_location, parent_matrix
 from .plan import ChainError, bone_depth, set_status
 
 
@@ -174,8 +174,10 @@ def release_dropped(arm: ArmatureFrame) -> bool:
             restore_scale(pb)
             # The chains solved below it read this, not the evaluated pose, which still holds the old one.
             q = adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))
-            rel = arm.cache.rel[arm.cache.index[name]]  # rest matrix relative to the parent's
-            arm.new_matrices[name] = parent_matrix(arm, bone) @ rel @ adapter.basis_matrix(ev.location, q, pb.scale)
+            i = arm.cache.index[name]
+            location = basis_location(arm.cache, i, ev)
+            basis = adapter.basis_matrix(location, q, pb.scale)
+            arm.new_matrices[name] = parent_matrix(arm, bone) @ arm.cache.rel[i] @ basis
         except Exception as error:  # noqa: BLE001 - a bone that cannot be given back is left as it is
             print(f"FABRIK IK: '{arm.ob.name}': could not restore the pose without IK of '{name}': {error}")
     return True

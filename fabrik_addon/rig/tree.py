@@ -13,7 +13,15 @@ from ..solver.reach import format_distance
 from ..solver.rotations import matrix_from_two_vectors
 from . import reach, small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
-from .inputs import ArmatureFrame, check_pose_scale, parent_matrix, segment_frames, unit_columns, world_matrix
+from .inputs import (
+    ArmatureFrame,
+    basis_location,
+    check_pose_scale,
+    parent_matrix,
+    segment_frames,
+    unit_columns,
+    world_matrix,
+)
 from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
 
 
@@ -27,6 +35,7 @@ class _Tree:
     ev_bones: list  # evaluated PoseBone
     pose_bones: list  # PoseBone
     rel: list[np.ndarray]  # rest matrices relative to the parent
+    locations: list[tuple]  # location as composed into the basis (.inputs.basis_location)
     channels: list[tuple]  # rotation channels without IK
     base: list  # Quaternion without IK
     top_parent: np.ndarray  # armature-space matrix of the first bone's parent
@@ -120,6 +129,7 @@ def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -
     pose_bones = [ob.pose.bones[n] for n in names]
     rig_cache = arm.cache
     rel = [rig_cache.rel[rig_cache.index[n]] for n in names]
+    locations = [basis_location(rig_cache, rig_cache.index[n], eb) for n, eb in zip(names, ev_bones)]
     for chain, plan in zip(chains, plans):
         check_references_once(ob, chain, plan)
     channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
@@ -132,12 +142,13 @@ def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -
     for k, bone in enumerate(data):
         above = top_parent if k == 0 else pre[bone.parent.name]
         scale = scales.get(bone.name, ev_bones[k].scale)
-        pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(ev_bones[k].location, base[k], scale)
+        pre[bone.name] = above @ rel[k] @ adapter.basis_matrix(locations[k], base[k], scale)
     for plan in plans:
         root_parent = parent_matrix(arm, data[index[plan.bones[0]]]) if plan.scale_free else None
         check_pose_scale(plan, [pre[n] for n in plan.bones], root_parent,
                          uniform=not arm.chains[plan.chain_index].use_stretch)
-    return _Tree(names, index, data, ev_bones, pose_bones, rel, channels, base, top_parent, stretching, scales, pre)
+    return _Tree(names, index, data, ev_bones, pose_bones, rel, locations, channels, base, top_parent, stretching,
+                 scales, pre)
 
 
 def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]) -> _Goals:
@@ -214,7 +225,7 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
         parent = tree.data[k].parent
         above = tree.top_parent if k == 0 else new[parent.name]
         eb, rel = tree.ev_bones[k], tree.rel[k]
-        head = (above @ rel @ np.array([*eb.location, 1.0]))[:3]
+        head = (above @ rel @ np.array([*tree.locations[k], 1.0]))[:3]
         m = pre[name].copy()
         m[:3, 3] = head
         turn = np.eye(3) if k == 0 or parent.name not in turns else turns[parent.name]
@@ -249,7 +260,7 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
             tree.pose_bones[k].scale = scale
         elif name in scales:  # stretch just switched off (keyed): back to the scale without IK
             restore_scale(tree.pose_bones[k])
-        new[name] = above @ rel @ adapter.basis_matrix(eb.location, q, scale)
+        new[name] = above @ rel @ adapter.basis_matrix(tree.locations[k], q, scale)
         arm.new_matrices[name] = new[name]
     return new
 

@@ -400,7 +400,8 @@ def _joints(ob) -> np.ndarray:
 def test_a_scripts_edit_of_location_or_scale_starts_the_next_solve(then):
     """Location and scale that no key or driver animates are not read while the start pose is kept: a script's
     edit of them, followed by an update or a frame change, starts the next solve from the edited pose, as the
-    same rig solved afresh does (every cache dropped), to 1e-6; the edits move the pose."""
+    same rig solved afresh does (every cache dropped), to 1e-6; the edits move the pose, except a connected
+    bone's location, which Blender never composes (the chain stays as Blender draws it: reached)."""
     from fabrik_addon import handlers
 
     ob, target, chain = animated_rig()
@@ -423,4 +424,8 @@ def test_a_scripts_edit_of_location_or_scale_starts_the_next_solve(then):
         handlers.request_solve()  # every cache and kept pose dropped: solved afresh at the same frame
         scene.frame_set(frame)
         assert np.abs(_joints(ob) - solved).max() <= 1e-6, (name, prop)
-        assert np.abs(solved - before).max() > 1e-3
+        if ob.data.bones[name].use_connect and prop == "location":
+            if then == "update":  # the same frame, the same targets: nothing moves
+                assert np.abs(solved - before).max() <= 1e-6, (name, prop)
+        else:
+            assert np.abs(solved - before).max() > 1e-3, (name, prop)

@@ -7,7 +7,7 @@ reason; never REACHED while the picture says otherwise, never a traceback, never
 import bpy
 import numpy as np
 import pytest
-from rigs import add_chain, empty, forked, key_path, straightish_chain, torso, world_tail
+from rigs import add_chain, armature, empty, forked, key_path, straightish_chain, torso, world_tail
 from status_checks import HONEST, assert_honest, assert_neighbour_solves, neighbour, no_traceback, target_point  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("solve_path", "no_traceback")
@@ -490,3 +490,69 @@ def test_constraint_or_driver_added_after_the_chain_solved(setup):
     bpy.context.view_layer.update()  # what the UI sends after the edit
     frames_honest(ob, chain, frames=(2, 3, 2))
     assert chain.status == 'INVALID', chain.message
+
+
+# Location channels on connected bones, which Blender never composes (its BKE_pchan_to_mat4 skips them): a chain
+# that counted them solved a pose Blender draws elsewhere (0.11 off, REACHED).
+
+OFFSET = (0.1, 0.0, 0.05)
+
+
+def _located(ob, names, keyed: bool) -> None:
+    for name in names:
+        pb = ob.pose.bones[name]
+        pb.location = OFFSET
+        if keyed:
+            pb.keyframe_insert("location", frame=1)
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["set", "keyed"])
+@pytest.mark.parametrize("solver", ['FABRIK', 'TWO_BONE'])
+def test_location_on_connected_chain_bones_is_ignored_as_blender_ignores_it(keyed, solver):
+    count, length = (2, 1.6) if solver == 'TWO_BONE' else (4, 1.0)
+    ob = straightish_chain("Arm", count, length)
+    _located(ob, [f"b{k}" for k in range(1, count)], keyed)
+    chain = add_chain(ob, f"b{count - 1}", count, animated_target())
+    chain.solver = solver
+    plain = straightish_chain("Plain", count, length, location=(4.0, 0.0, 0.0))
+    plain_target = empty("PlainT", (4.0, 0.0, 0.0))
+    plain_target.parent = bpy.data.objects["T"]
+    add_chain(plain, f"b{count - 1}", count, plain_target).solver = solver
+    for frame in (1, 3, 5, 8, 11, 13, 5):
+        bpy.context.scene.frame_set(frame)
+        assert chain.status == 'REACHED', chain.message
+        assert_honest(ob, chain)
+        # The same pose as the same chain without those channels (they move nothing).
+        for k in range(count):
+            a = np.array(ob.pose.bones[f"b{k}"].matrix)
+            b = np.array(plain.pose.bones[f"b{k}"].matrix)
+            assert np.abs(a - b).max() < 1e-5, f"b{k} at frame {frame}"
+
+
+def test_location_on_a_loose_chain_bone_still_moves_it():
+    """The neighbour case: a bone that is not connected is moved by its location, and the chain solves from
+    where the bone is."""
+    ob = armature("Loose", [("b0", (0, 0, 0), (0, 0, 1), None, False, 0.0),
+                            ("b1", (0, 0.1, 1.2), (0, 0.1, 2.2), "b0", False, 0.0),
+                            ("b2", (0, 0.1, 2.2), (0, 0.0, 3.2), "b1", True, 0.0)])
+    _located(ob, ["b1"], keyed=False)
+    chain = add_chain(ob, "b2", 3, animated_target())
+    frames_honest(ob, chain)
+    bpy.context.scene.frame_set(5)
+    assert chain.status == 'REACHED', chain.message
+    head = np.array(ob.matrix_world @ ob.pose.bones["b1"].head)
+    above = np.array(ob.matrix_world @ ob.pose.bones["b0"].matrix @ ob.data.bones["b1"].matrix_local.translation)
+    assert np.linalg.norm(head - above) > 0.05  # the location moved it off its rest offset
+
+
+@pytest.mark.parametrize("keyed", [False, True], ids=["set", "keyed"])
+def test_location_on_connected_bones_of_a_tree_is_ignored(keyed):
+    ob = torso()
+    _located(ob, ["spine1", "fore.L", "fore.R"], keyed)
+    left = add_chain(ob, "fore.L", 4, empty("L", (0.9, 0.3, 1.0)))
+    right = add_chain(ob, "fore.R", 4, empty("R", (-0.9, 0.3, 1.0)))
+    for frame in (1, 2, 1):
+        bpy.context.scene.frame_set(frame)
+        for chain in (left, right):
+            assert chain.status == 'REACHED', chain.message
+            assert_honest(ob, chain)
