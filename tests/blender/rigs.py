@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bpy
 import numpy as np
 from mathutils import Euler, Quaternion
 
@@ -78,3 +79,17 @@ def joint_spread(rigs) -> float:
     """Largest distance of any bone's world tail from the first rig's."""
     joints = [np.array([world_tail(ob, pb.name) for pb in ob.pose.bones]) for ob in rigs]
     return max(float(np.abs(j - joints[0]).max()) for j in joints[1:])
+
+
+def spread_over_targets(rigs, chains, draw, times: int) -> float:
+    """:func:`joint_spread` at its largest over ``times`` target sets: each ``draw()`` gives one point per chain,
+    put on those chains' targets in every rig (``chains``: per rig, its chains in the same order), then an update."""
+    worst = 0.0
+    for _ in range(times):
+        points = draw()
+        for per_rig in chains:
+            for chain, point in zip(per_rig, points):
+                chain.target.location = tuple(point)
+        bpy.context.view_layer.update()
+        worst = max(worst, joint_spread(rigs))
+    return worst
