@@ -283,7 +283,7 @@ def _blend(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, rotations: 
     cache, plan = arm.cache, inputs.plan
     idx = list(plan.cache_rows)
     names = plan.bones
-    location = np.array([arm.ev_bones[name].location[:] for name in names]) * cache.located[idx, None]
+    location = np.array([basis_location(cache, i, arm.ev_bones[name]) for i, name in zip(idx, names)])
     own = np.array([arm.ev_bones[name].scale[:] for name in names]) if pose.scales is None else \
         np.array([v[:] for v in pose.scales])
     end = np.array([0.0, 0.0 if match else float(cache.lengths[idx[-1]]), 0.0, 1.0])

@@ -526,8 +526,8 @@ def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: flo
                 target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits, tolerance: float) -> SwingFit:
     """The beyond fit from swings ``start`` whose tip misses by ``error``: pulled toward ``start`` by ``mu_near``
     and toward the reference ``q_ref`` by MU_BEYOND (the coordinates' ``mu_beyond``) * (shortfall past the
-    tolerance / length)**BEYOND_POWER,
-    capped at MU_BEYOND_CAP (zero within the tolerance); its own steps and whether it settled."""
+    tolerance / length)**BEYOND_POWER, capped at MU_BEYOND_CAP (zero within the tolerance); its own steps and
+    whether it settled."""
     weight = limits.mu_beyond if isinstance(limits, Coordinates) else MU_BEYOND
     pull = min(weight * (max(error - tolerance, 0.0) / float(lengths.sum())) ** BEYOND_POWER, MU_BEYOND_CAP)
     mu = mu_near + pull
