@@ -670,6 +670,9 @@ def run_tree_modes(tree: TreeRig, kind: str, frames: int = 100) -> dict:
 
 CONE_LEG = (0.5, 0.5, 0.6, 0.4)  # the issue's cone: left, right, up, down (radians)
 CONE_NARROW = (0.25, 0.25, 0.3, 0.2)
+# Lopsided: wide to one side (right 0.9, down 0.7), narrow to the other (left 0.3, up 0.2), so the free pose's bend
+# leaves them far behind and the poses that reach the loop's targets coil sideways.
+CONE_LOPSIDED = (0.3, 0.9, 0.2, 0.7)
 KNEE = (math.radians(-10.0), math.radians(150.0))
 LEG_POLE = (0.0, 2.0, 1.0)
 # Limited chains of every size (issue 23), behind ``quality --limited``: the swing fit makes them slow (a
@@ -680,6 +683,8 @@ LIMITED_RIGS = [
     # Half the issue's cone: on 8-10 bones the issue's own keeps the free pose on this loop, these bind.
     *(Rig(f"{n}-bone narrow cones{', pole' if pole else ''}", _arc(n, 0.25), pole=LEG_POLE if pole else None,
           cone=CONE_NARROW) for n in (8, 10) for pole in (False, True)),
+    *(Rig(f"{n}-bone lopsided cones{', pole' if pole else ''}", _arc(n, 0.25), pole=LEG_POLE if pole else None,
+          cone=CONE_LOPSIDED) for n in (4, 6, 8) for pole in (False, True)),
     Rig("4-bone cones, hinged knee", _arc(4, 0.25), cone=CONE_LEG, hinges={2: KNEE}),
     Rig("4-bone cones, hinged knee, pole", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, hinges={2: KNEE}),
     *(Rig(f"{n}-bone hinges, pole", _arc(n, 0.25), pole=LEG_POLE, hinges={k: KNEE for k in range(1, n)})
