@@ -208,10 +208,10 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
         # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
         # A fit that did not settle (cones with a zero side, whose rims have corners: 2-4 bones in
-        # cones of 0 and 180 degrees) gives way to limited FABRIK whatever it reaches.
+        # cones of 0 and 180 degrees) gives way to limited FABRIK unless its tip is the nearer.
         out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= args[5] or not fit.settled:
+        if error <= args[5] or (not fit.settled and error <= fit.error):
             return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
 
@@ -222,8 +222,8 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     hinge coordinates (:mod:`.hinge_fit`) from the free pose, then from the pose without IK, then limited
     FABRIK, each tried only when the last misses a target within the chain's length (by
     :func:`.hinge_fit.fallback` tolerances), the first that reaches kept, else the fit from the free pose (a
-    fit that did not settle gives way to limited FABRIK, as for cones); ``_solve_limited``'s arguments and
-    returns."""
+    fit that did not settle gives way to limited FABRIK unless its tip is the nearer, as for cones);
+    ``_solve_limited``'s arguments and returns."""
     goal, _, _, lengths, unreachable, tolerance, *_ = args
     free, error, iterations = run_fabrik(joints, *args, None)
     if resolved.violations(free).max() <= LIMIT_SLACK:
@@ -239,7 +239,7 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     if not fit.settled or (fit.error > far and not unreachable):
         out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= tolerance or not fit.settled:
+        if error <= tolerance or (not fit.settled and error <= fit.error):
             return out, error, iterations, converged or error <= tolerance, resolved.frames_of(out)
     # The fit's own coordinates where it rolls the hinges' planes: the same joints re-read put the roll of a bone
     # above a nearly straight hinge on either side (the 8-bone leg with its knee second turned 180 degrees a frame).
