@@ -207,15 +207,21 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         # cones, where it never reaches, the pose stays the fit's, continuous in the target. Not tried
         # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
         # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
-        # A fit that did not settle (cones with a zero side, whose rims have corners: 2-4 bones in
-        # cones of 0 and 180 degrees) gives way to limited FABRIK unless it reached: the polish can end within
-        # the tolerance yet spend every step sliding along it (4 bones in lopsided cones), where limited FABRIK
-        # stopped 0.12-0.16 short and a bone turned 31.6 degrees in a frame.
         out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= args[5] or (not fit.settled and fit.error > args[5]):
+        if _limited_kept(error, fit, args[5]):
             return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
+
+
+def _limited_kept(error: float, fit: SwingFit, tolerance: float) -> bool:
+    """Whether limited FABRIK, tried after a fit (cones or hinges) that settled far short or did not settle,
+    is kept over it: when it reaches (``error``), or when the fit did not settle (cones with a zero side, whose
+    rims have corners: 2-4 bones in cones of 0 and 180 degrees; a hinge at the end of its slider) and missed.
+    A fit that reached but did not settle stays: the polish can end within the tolerance yet spend every step
+    sliding along it (4 bones in lopsided cones), where limited FABRIK stopped 0.12-0.16 short and a bone
+    turned 31.6 degrees in a frame."""
+    return error <= tolerance or (not fit.settled and fit.error > tolerance)
 
 
 def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
@@ -241,7 +247,7 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
     if not fit.settled or (fit.error > far and not unreachable):
         out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
-        if error <= tolerance or (not fit.settled and fit.error > tolerance):
+        if _limited_kept(error, fit, tolerance):
             return out, error, iterations, converged or error <= tolerance, resolved.frames_of(out)
     # The fit's own coordinates where it rolls the hinges' planes: the same joints re-read put the roll of a bone
     # above a nearly straight hinge on either side (the 8-bone leg with its knee second turned 180 degrees a frame).
