@@ -20,7 +20,6 @@ from .rotations import matrix_from_two_vectors, parallel_transport_frames, turn_
 LIMIT_SLACK = 1e-9
 _TWO_PI = 2.0 * math.pi
 _SAMPLES = 48
-_GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0
 
 
 # Blender stores angles as float32: a slider at 180 degrees holds 3.1415927410125732, 8.7e-8 above
@@ -151,6 +150,23 @@ def _brent_max(f: Callable[[float], float], a: float, b: float, xtol: float) -> 
                 v, fv, w, fw = w, fw, u, fu
             elif fu >= fv or v == x or v == w:
                 v, fv = u, fu
+
+
+def golden_min(g: Callable[[float], float], a: float, b: float) -> float:
+    """Where ``g`` is least on ``[a, b]`` (taken as single-dipped), by golden-section search."""
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = b - ratio * (b - a), a + ratio * (b - a)
+    g1, g2 = g(x1), g(x2)
+    while b - a > 1e-12 * max(1.0, abs(a)):
+        if g1 <= g2:
+            b, x2, g2 = x2, x1, g1
+            x1 = b - ratio * (b - a)
+            g1 = g(x1)
+        else:
+            a, x1, g1 = x1, x2, g2
+            x2 = a + ratio * (b - a)
+            g2 = g(x2)
+    return 0.5 * (a + b)
 
 
 @functools.lru_cache(maxsize=1024)
