@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .limits import LIMIT_SLACK, ConeLimit, HingeLimit, ResolvedLimits, golden_min
+from .limits import LIMIT_SLACK, ConeLimit, HingeLimit, ResolvedLimits
 from .rotations import turn_x
 
 # Relative size below which a distance counts as zero (as in .prepare).
@@ -256,7 +256,7 @@ def _curl(L: list[float], beta: np.ndarray, alpha0: np.ndarray, low: np.ndarray,
     grid, values = min(grids, key=lambda gv: float(np.abs(gv[1]).min()))
     j = int(np.argmin(np.abs(values)))
     left, right = sorted((float(grid[max(j - 1, 0)]), float(grid[min(j + 1, len(grid) - 1)])))
-    return golden_min(lambda c: abs(f(c)), left, right), way, False
+    return _golden_min(lambda c: abs(f(c)), left, right), way, False
 
 
 def _root(f: Callable[[float], float], a: float, fa: float, b: float, fb: float) -> float:
@@ -285,3 +285,20 @@ def _root(f: Callable[[float], float], a: float, fa: float, b: float, fb: float)
                 fb *= 0.5
             side = -1
     return c
+
+
+def _golden_min(g: Callable[[float], float], a: float, b: float) -> float:
+    """Where ``g`` is least on ``[a, b]`` (taken as single-dipped), by golden-section search."""
+    ratio = (math.sqrt(5.0) - 1.0) / 2.0
+    x1, x2 = b - ratio * (b - a), a + ratio * (b - a)
+    g1, g2 = g(x1), g(x2)
+    while b - a > 1e-12 * max(1.0, abs(a)):
+        if g1 <= g2:
+            b, x2, g2 = x2, x1, g1
+            x1 = b - ratio * (b - a)
+            g1 = g(x1)
+        else:
+            a, x1, g1 = x1, x2, g2
+            x2 = a + ratio * (b - a)
+            g2 = g(x2)
+    return 0.5 * (a + b)

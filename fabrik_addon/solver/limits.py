@@ -152,23 +152,6 @@ def _brent_max(f: Callable[[float], float], a: float, b: float, xtol: float) -> 
                 v, fv = u, fu
 
 
-def golden_min(g: Callable[[float], float], a: float, b: float) -> float:
-    """Where ``g`` is least on ``[a, b]`` (taken as single-dipped), by golden-section search."""
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    x1, x2 = b - ratio * (b - a), a + ratio * (b - a)
-    g1, g2 = g(x1), g(x2)
-    while b - a > 1e-12 * max(1.0, abs(a)):
-        if g1 <= g2:
-            b, x2, g2 = x2, x1, g1
-            x1 = b - ratio * (b - a)
-            g1 = g(x1)
-        else:
-            a, x1, g1 = x1, x2, g2
-            x2 = a + ratio * (b - a)
-            g2 = g(x2)
-    return 0.5 * (a + b)
-
-
 @functools.lru_cache(maxsize=1024)
 def _rim_samples(cone: ConeLimit) -> np.ndarray:
     """Evenly spaced rim directions of a cone, ``(_SAMPLES, 3)`` (cones are immutable, so they are

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from .limits import ConeLimit, HingeLimit, ResolvedLimits, golden_min
+from .limits import LIMIT_SLACK, ConeLimit, HingeLimit, ResolvedLimits
 from .rotations import perpendicular, skew, turn_floats
 
 # Weights of the pull toward the reference (swing radians squared against the tip's distance squared
@@ -55,8 +55,13 @@ NEAR_PER_TOLERANCE = 1.0
 MU_FLOOR = 1e-8
 # The polish stops pulling once the tip is within this fraction of the tolerance.
 POLISH_SLACK = 0.5
-# ... and is tried only when the near fit misses by more than this many tolerances.
+# ... and is tried only when the near fit misses by more than this many tolerances (from 4 bones: at 1 the issue's
+# coned leg turned 3.5 degrees a frame; 2 bones reach by their circle, :func:`two_bone_reach`) ...
 POLISH_BEYOND = 3.0
+# ... or, on 3 bones, this many: at 3 the near fit's pull left random 3-bone chains in random cones 1.06-1.17
+# tolerances short of targets from poses inside their cones (3 of 1500), and the quality loop's 3-bone chain in
+# the issue's cones turned 4.48 degrees a frame (2.79 at 1; with a pole 3.94, 2.62).
+POLISH_BEYOND_THREE = 1.0
 # Beyond what the cones allow, the pull toward the free pose: MU_BEYOND * (shortfall / length)**BEYOND_POWER
 # (0.4 at a shortfall of 0.2 of the length, strong enough to keep a 2-bone chain off its mirror poses; 5e-5 at
 # 0.002, weak enough that the pose meets the reaching one at the edge of what the cones allow).
@@ -101,9 +106,10 @@ INDEFINITE_MARGIN = 1.01
 MAX_STEPS = 200
 # Central-difference step for the tip's derivatives (radians): truncation ~ H**2, rounding ~ 1e-16 / H**2.
 H = 1e-4
-# Two bones (:func:`_two_bone_reach`): rolls sampled on the circle of poses that reach (3.75 degrees apart), then
-# a golden-section search about the nearest one inside the cones.
+# Two bones (:func:`two_bone_reach`): rolls sampled on the circle of poses that reach (3.75 degrees apart), then
+# bisections to the limits' edge (3.75 degrees / 2**40: 6e-14 radians).
 REACH_ROLLS = 96
+REACH_BISECTIONS = 40
 # ... not for a target this near the root, or a circle this small (fractions of the chain's length).
 REACH_DEGENERATE = 1e-6
 
@@ -469,7 +475,8 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     joints = joints_of(near, root, lengths, limits)
     error = float(np.linalg.norm(joints[-1] - target))
     start = near if len(lengths) < POLISHED_START_BELOW else wide
-    if error > POLISH_BEYOND * tolerance and (not isinstance(limits, Coordinates) or limits.polish):
+    polish_beyond = POLISH_BEYOND_THREE if len(lengths) == 3 else POLISH_BEYOND
+    if error > polish_beyond * tolerance and (not isinstance(limits, Coordinates) or limits.polish):
         # Far short: the fits may have settled in a local minimum short of a target the cones allow.
         # Move the pose, as little as can be, until the tip is within the tolerance (not onto the target:
         # by the edge of what the cones allow the exact pose turns fast). Not closer to that edge, where
@@ -485,14 +492,6 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
             # Short of a target the cones do not allow: the beyond fit starts from the polished pose, which
             # meets the reaching one at the edge of what the cones allow.
             start, error, settled = polished, polished_error, settled and settled_polish
-    if error > tolerance and len(lengths) == 2 and not isinstance(limits, Coordinates):
-        # Two bones: every pose that reaches has its elbow on one circle; one inside both cones is the
-        # target within what they allow, which the fit, settled on a rim, can miss by up to 10 tolerances
-        # (random coned 2-bone chains and targets from poses inside their cones: 8 of 1500).
-        reaching = _two_bone_reach(start, root, target, lengths, limits)
-        if reaching is not None:
-            joints = joints_of(reaching, root, lengths, limits)
-            return SwingFit(joints, float(np.linalg.norm(joints[-1] - target)), steps, settled, reaching)
     if error > tolerance:
         # Beyond what the cones allow: the nearest pose flips between mirror poses equally near the target
         # (2 bones: 12 degrees in a frame as the target crossed the bend plane). A pull toward the reference
@@ -535,16 +534,17 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
     return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 
 
-def _two_bone_reach(q_near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray,
-                    limits: ResolvedLimits) -> np.ndarray | None:
-    """Swings of the two-bone pose that reaches ``target``, keeps both cones and lies nearest the swings
-    ``q_near`` (moved as little as can be, as the polish moves it); None when the target is out of the bones'
-    reach or no pose that reaches keeps both cones.
+def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
+                   limits: ResolvedLimits) -> np.ndarray | None:
+    """Joints ``(3, 3)`` of the two-bone pose that reaches ``target`` within every limit, its elbow rolled the
+    least from where the pose ``fitted`` has it; None when the target is out of the bones' reach or no pose
+    that reaches keeps the limits.
 
-    The elbow of a pose that reaches lies on a circle about the line from the root to the target: its roll
-    ``phi`` about that line (0 where ``q_near``'s elbow rolls) is sampled REACH_ROLLS times, and the roll of
-    the nearest sample inside both cones refined between its neighbours (:func:`.limits.golden_min`; it ends on
-    the cones' edge where the nearest pose lies there), keeping the nearest pose seen inside both cones."""
+    Every pose that reaches has its elbow on one circle about the line from the root to the target: its roll
+    ``phi`` about that line (0 at ``fitted``'s elbow) is sampled REACH_ROLLS times, and between the allowed
+    sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side).
+    """
+    root = fitted[0]
     l1, l2 = float(lengths[0]), float(lengths[1])
     line = target - root
     d = float(np.linalg.norm(line))
@@ -556,39 +556,44 @@ def _two_bone_reach(q_near: np.ndarray, root: np.ndarray, target: np.ndarray, le
     if radius2 <= (REACH_DEGENERATE * (l1 + l2)) ** 2:  # beyond reach, or folded or straight: one pose at most
         return None
     radius = math.sqrt(radius2)
-    elbow = joints_of(q_near, root, lengths, limits)[1] - root
+    elbow = fitted[1] - root
     side = elbow - float(elbow @ line) * line
     side_length = float(np.linalg.norm(side))
     side = side / side_length if side_length > REACH_DEGENERATE * l1 else perpendicular(line)
     other = np.cross(line, side)
 
-    def at(phi: float) -> tuple[float, np.ndarray]:
-        """(squared swing distance from ``q_near``, or inf outside a cone; swings) of the pose at roll ``phi``."""
-        middle = root + along * line + radius * (math.cos(phi) * side + math.sin(phi) * other)
-        q = swings_of(np.array([root, middle, target]), limits)
-        if not np.array_equal(_project(q, limits), q):
-            return math.inf, q
-        dq = q - q_near
-        return float(np.einsum("ij,ij->", dq, dq)), q
+    def pose(phi: float) -> np.ndarray:
+        return np.array([root, root + along * line + radius * (math.cos(phi) * side + math.sin(phi) * other),
+                         target])
 
+    def allowed(phi: float) -> bool:
+        return bool(limits.violations(pose(phi)).max() <= LIMIT_SLACK)
+
+    # Rolls 0, width, -width, 2 width, ...: nearest 0 first (on a tie, the positive one).
     width = 2.0 * math.pi / REACH_ROLLS
-    rolls = width * np.arange(REACH_ROLLS)
+    order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])
+    rolls = width * order
     middles = root + along * line + radius * (np.cos(rolls)[:, None] * side + np.sin(rolls)[:, None] * other)
-    q = _two_bone_swings(middles, root, target, limits)
-    distances = np.where(_inside(q, limits), np.einsum("kij,kij->k", q - q_near, q - q_near), math.inf)
-    nearest = int(np.argmin(distances))
-    if distances[nearest] == math.inf:
-        return None
-    found = [at(float(rolls[nearest]))]
-
-    def distance(phi: float) -> float:
-        here = at(phi)
-        if here[0] < found[0][0]:
-            found[0] = here
-        return here[0]
-
-    golden_min(distance, (nearest - 1) * width, (nearest + 1) * width)
-    return None if found[0][0] == math.inf else found[0][1]
+    if cones_only(limits):
+        inside = _inside(_two_bone_swings(middles, root, target, limits), limits)
+        candidates = [int(k) for k in np.flatnonzero(inside)]
+    else:
+        candidates = list(range(REACH_ROLLS))
+    for k in candidates:
+        phi = float(rolls[k])
+        if not allowed(phi):
+            continue
+        if k == 0:
+            return pose(0.0)
+        inner = phi - math.copysign(width, phi)  # one sample nearer 0: not allowed, or it would have been taken
+        for _ in range(REACH_BISECTIONS):
+            middle = 0.5 * (inner + phi)
+            if allowed(middle):
+                phi = middle
+            else:
+                inner = middle
+        return pose(phi)
+    return None
 
 
 def _two_bone_swings(middles: np.ndarray, root: np.ndarray, target: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
@@ -598,8 +603,9 @@ def _two_bone_swings(middles: np.ndarray, root: np.ndarray, target: np.ndarray, 
 
     A second copy of :func:`swings_of`'s walk, kept for speed: the scan runs on every frame a 2-bone chain's
     target lies beyond its cones, and through :func:`swings_of` it made the issue's 2-bone coned loop (pure
-    solver, 400 frames, 328 beyond the cones) cost 12.2 ms a solve against 9.0 without the scan; with this, 9.4.
-    The two agree to 3e-13 (tests/solver/test_two_bone_limits.py)."""
+    solver, 400 frames, 328 beyond the cones) cost 12.2 ms a solve against 9.0 without the scan (one run); with
+    this, 8.6-10.2 against 8.0-8.7 (two runs interleaved). The two agree to 3e-13
+    (tests/solver/test_two_bone_limits.py)."""
     first = middles - root
     first /= np.sqrt(np.einsum("ki,ki->k", first, first))[:, None]
     second = target - middles
