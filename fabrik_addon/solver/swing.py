@@ -542,7 +542,8 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
 
     Every pose that reaches has its elbow on one circle about the line from the root to the target: its roll
     ``phi`` about that line (0 at ``fitted``'s elbow) is sampled REACH_ROLLS times, and between the allowed
-    sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side).
+    sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side);
+    a hinged first bone allows at most the two rolls where the circle meets its hinge's plane.
     """
     root = fitted[0]
     l1, l2 = float(lengths[0]), float(lengths[1])
@@ -569,6 +570,18 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
     def allowed(phi: float) -> bool:
         return bool(limits.violations(pose(phi)).max() <= LIMIT_SLACK)
 
+    if isinstance(limits.limits[0], HingeLimit):
+        # A hinged first bone keeps its elbow in the hinge's plane, which meets the circle at two rolls at most
+        # (no sample would land on them): where A cos(phi) + B sin(phi) + C = 0.
+        axis = limits.limit_frame(limits.base_frame, 0)[:, 0]
+        a, b, c = radius * float(axis @ side), radius * float(axis @ other), along * float(axis @ line)
+        size = math.hypot(a, b)
+        if size <= REACH_DEGENERATE * l1 or abs(c) > size:
+            return None
+        spread = math.acos(-c / size)
+        rolls_in_plane = sorted((math.remainder(math.atan2(b, a) + sign * spread, 2.0 * math.pi) for sign in (1, -1)),
+                                key=lambda phi: (abs(phi), -phi))
+        return next((pose(phi) for phi in rolls_in_plane if allowed(phi)), None)
     # Rolls 0, width, -width, 2 width, ...: nearest 0 first (on a tie, the positive one).
     width = 2.0 * math.pi / REACH_ROLLS
     order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])
