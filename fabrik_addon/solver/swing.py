@@ -570,6 +570,10 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
     def allowed(phi: float) -> bool:
         return bool(limits.violations(pose(phi)).max() <= LIMIT_SLACK)
 
+    if limits.limits[0] is None and isinstance(limits.limits[1], HingeLimit):
+        # A free bone above a hinge rolls to put the hinge in the bend's plane, and every roll on the circle bends
+        # the elbow alike: all of them are allowed or none (no scan where the hinge cannot make the bend).
+        return pose(0.0) if allowed(0.0) else None
     if isinstance(limits.limits[0], HingeLimit):
         # A hinged first bone keeps its elbow in the hinge's plane, which meets the circle at two rolls at most
         # (no sample would land on them): where A cos(phi) + B sin(phi) + C = 0.

@@ -142,15 +142,16 @@ def test_the_two_bone_scan_reads_the_swings_as_the_fit_reads_them():
 
 def within_limits(rng, joints: np.ndarray, limits: list) -> np.ndarray:
     """A random pose ``(N+1, 3)`` of a chain within its cones and hinges, walked root to tip in the limits' own
-    frames: a coned bone up to 0.95 of the way to its rim (rolled about itself at random where a hinge follows it:
-    the bone above a hinge rolls), a hinge at least 5% of its range inside it."""
+    frames: a coned bone up to 0.95 of the way to its rim, a free one anywhere within 1.5 rad of its rest (either
+    rolled about itself at random where a hinge follows it: the bone above a hinge rolls), a hinge at least 5% of
+    its range inside it."""
     resolved = resolve_limits(limits, joints)
     lengths = lengths_of(joints)
     parent, points = resolved.base_frame, [joints[0]]
     for i, limit in enumerate(limits):
         frame = resolved.limit_frame(parent, i)
-        if isinstance(limit, ConeLimit):
-            u, v = inside_swings(rng, [limit], 0.95)[0]
+        if limit is None or isinstance(limit, ConeLimit):
+            u, v = rng.uniform(-1.5, 1.5, 2) if limit is None else inside_swings(rng, [limit], 0.95)[0]
             theta = math.hypot(u, v)
             local = np.array([math.sin(theta) * u / theta, math.cos(theta), math.sin(theta) * v / theta]) if theta \
                 else np.array([0.0, 1.0, 0.0])
@@ -167,7 +168,7 @@ def within_limits(rng, joints: np.ndarray, limits: list) -> np.ndarray:
     return np.array(points)
 
 
-@pytest.mark.parametrize("kinds", ["cone, hinge", "hinge, cone", "hinge, hinge"])
+@pytest.mark.parametrize("kinds", ["cone, hinge", "hinge, cone", "hinge, hinge", "free, hinge"])
 @pytest.mark.parametrize(("with_pole", "seed", "count"), [(True, 2, 300), (False, 1, 300)], ids=["pole", "no pole"])
 def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kinds, with_pole, seed, count):
     """Curving two-bone chains, random cones and hinges (up to 2 rad each way), targets at the tip of poses within
@@ -179,7 +180,7 @@ def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kin
     for _ in range(count):
         joints = curving_chain(rng, 2, 0.5, (0.5, 1.0))
         length = float(lengths_of(joints).sum())
-        limits = [ConeLimit(*rng.uniform(0.15, 0.9, 4)) if kind == "cone" else
+        limits = [None if kind == "free" else ConeLimit(*rng.uniform(0.15, 0.9, 4)) if kind == "cone" else
                   HingeLimit(-rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)) for kind in kinds.split(", ")]
         resolved = resolve_limits(limits, joints)
         within = within_limits(rng, joints, limits)
