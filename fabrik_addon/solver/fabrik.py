@@ -142,7 +142,7 @@ def solve_chain(
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
         converged = bool(prep.unreachable[0]) or iterations < max_iterations
     else:
-        out, error, iterations, converged, frames = _solve_limited(prep.joints[0], start3, args, resolved)
+        out, error, iterations, converged, frames = _solve_limited(prep.joints[0], start3, args, resolved, dim == 3)
     if eased_in and resolved is None:
         out = np.array(settle_points(out.tolist(), goal.tolist()))
     if goal is not tgt:
@@ -156,16 +156,17 @@ def solve_chain(
 FabrikArgs = tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, bool, float, int, float]
 
 
-def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
-                   resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
-    """A chain with joint limits (:func:`_solve_limits`); two bones that miss a target within their reach then
-    take the pose that reaches within the limits, its elbow rolled least from the solve's
+def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
+                   solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain with joint limits (:func:`_solve_limits`); two bones in 3D (``solid``) that miss a target within
+    their reach then take the pose that reaches within the limits, its elbow rolled least from the solve's
     (:func:`.swing.two_bone_reach`): the fits can settle short of a target the limits allow (random 2-bone
     chains with a cone then a hinge and a pole, targets from poses within their limits: 25 of 300 missed, by
-    up to 0.13 of the chain's length; in two cones 1-4 of 1000, up to 0.12)."""
+    up to 0.13 of the chain's length; in two cones 1-4 of 1000, up to 0.12). Not in 2D, where that roll would
+    leave the plane."""
     out, error, iterations, converged, frames = _solve_limits(joints, start3, args, resolved)
     goal, _, _, lengths, unreachable, tolerance, *_ = args
-    if len(lengths) == 2 and error > tolerance and not unreachable:
+    if solid and len(lengths) == 2 and error > tolerance and not unreachable:
         reaching = two_bone_reach(out, goal, lengths, resolved)
         if reaching is not None:
             return reaching, math.dist(reaching[2], goal), iterations, True, resolved.frames_of(reaching)

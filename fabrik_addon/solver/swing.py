@@ -543,7 +543,7 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
     Every pose that reaches has its elbow on one circle about the line from the root to the target: its roll
     ``phi`` about that line (0 at ``fitted``'s elbow) is sampled REACH_ROLLS times, and between the allowed
     sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side);
-    a hinged first bone allows at most the two rolls where the circle meets its hinge's plane.
+    not for a hinged first bone (None).
     """
     root = fitted[0]
     l1, l2 = float(lengths[0]), float(lengths[1])
@@ -575,17 +575,10 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
         # the elbow alike: all of them are allowed or none (no scan where the hinge cannot make the bend).
         return pose(0.0) if allowed(0.0) else None
     if isinstance(limits.limits[0], HingeLimit):
-        # A hinged first bone keeps its elbow in the hinge's plane, which meets the circle at two rolls at most
-        # (no sample would land on them): where A cos(phi) + B sin(phi) + C = 0.
-        axis = limits.limit_frame(limits.base_frame, 0)[:, 0]
-        a, b, c = radius * float(axis @ side), radius * float(axis @ other), along * float(axis @ line)
-        size = math.hypot(a, b)
-        if size <= REACH_DEGENERATE * l1 or abs(c) > size:
-            return None
-        spread = math.acos(-c / size)
-        rolls_in_plane = sorted((math.remainder(math.atan2(b, a) + sign * spread, 2.0 * math.pi) for sign in (1, -1)),
-                                key=lambda phi: (abs(phi), -phi))
-        return next((pose(phi) for phi in rolls_in_plane if allowed(phi)), None)
+        # A hinged first bone keeps its elbow in its hinge's plane, which meets the circle at two rolls at most. Not
+        # taken: solved for, whether those rolls keep the hinge fell either way under float32 rounding of the
+        # inputs (a hinged fork's four rotation modes 0.42 apart on Blender 4.2), so such chains keep the solve's pose.
+        return None
     # Rolls 0, width, -width, 2 width, ...: nearest 0 first (on a tie, the positive one).
     width = 2.0 * math.pi / REACH_ROLLS
     order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])

