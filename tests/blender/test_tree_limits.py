@@ -87,7 +87,7 @@ def test_coned_forks_reach_targets_from_poses_inside_their_cones(branches, cone)
     coned ones do: 3 branches at 0.5 rad 178 of 180 tip-poses reached, 4 at 0.5 rad 238 of 240. Then 3
     branches at 0.4 rad reached 179: on the last, the 2-bone branch's own fit settled on a cone's rim 3.3
     tolerances short of a target both cones allow (limited FABRIK missed too); a 2-bone coned chain now takes
-    the pose on its circle of reaching poses nearest the fit (:func:`.solver.swing._two_bone_reach`)."""
+    the pose on its circle of reaching poses nearest the fit (:func:`.solver.swing.two_bone_reach`)."""
     rng = np.random.default_rng(5)
     ob = coned_fork(branches, cone)
     chains = coned_chains(ob, inside_pose(ob, rng, cone))
