@@ -33,7 +33,7 @@ import numpy as np
 
 from .limits import HingeLimit, ResolvedLimits
 from .rotations import turn_floats
-from .swing import PROXIMAL_FROM, Coordinates, _locals, _turned, swing_of
+from .swing import Coordinates, _locals, _turned, swing_of
 
 # Chains of this many bones at most take the fit; longer ones keep limited FABRIK. Measured on the quality loop
 # (400 frames, pure solver; largest bone turn a frame, frames missed; limited FABRIK's in brackets): a coned leg
@@ -49,14 +49,15 @@ HINGE_FIT_MAX_BONES = 10
 # (1.58 locked), the 4-bone 147 (3.0: the plane's mirror choice), the 5-bone 4.3 (2.2).
 FREE_ROLL_FROM = 6
 # The fit from the pose without IK, then limited FABRIK, are tried when the fit misses a target within the
-# chain's length by more than this many tolerances (the first that reaches is kept), and from PROXIMAL_FROM
-# bones (.swing: where the cone fit rounds the edge of what the limits allow, up to 6.6e-3 of the length short)
-# by more than HINGE_FALLBACK_LONG. Measured on the quality loops (scripts/quality_bench.py, 400 frames):
+# chain's length by more than this many tolerances (the first that reaches is kept), and from HINGE_FALLBACK_LONG_FROM
+# bones (where the fit rounds the edge of what the limits allow, up to 6.6e-3 of the length short) by more than
+# HINGE_FALLBACK_LONG. Measured on the quality loops (scripts/quality_bench.py, 400 frames):
 # at 1 tolerance the 6-bone coned leg with a hinged knee turned 23.5 degrees in a frame where limited FABRIK
 # took over by the edge (1.22 at 10; frames missed 6 against 34, limited FABRIK alone 6 and 18.1 degrees);
 # at 10 the 4-bone one without a pole missed 3 frames more than at 1 (73 against 70, as limited FABRIK).
 HINGE_FALLBACK = 1.0
 HINGE_FALLBACK_LONG = 10.0
+HINGE_FALLBACK_LONG_FROM = 5
 # The beyond fit's pull toward the free pose (.swing.MU_BEYOND for cones): the hinges and the locked planes already
 # keep a hinged chain off the mirror poses that pull holds cones from, so beyond the limits it only held the tip
 # back. Quality loops (400 frames), largest distance to the target / largest turn a frame at 10 (the cones'), 3,
@@ -70,7 +71,7 @@ HINGE_MU_BEYOND = 1.0
 def fallback(bones: int) -> float:
     """Tolerances past which a hinged chain of ``bones`` tries the fit from the pose without IK, then limited
     FABRIK."""
-    return HINGE_FALLBACK if bones < PROXIMAL_FROM else HINGE_FALLBACK_LONG
+    return HINGE_FALLBACK if bones < HINGE_FALLBACK_LONG_FROM else HINGE_FALLBACK_LONG
 
 
 def free_roll(bones: int) -> bool:
