@@ -21,8 +21,8 @@ inputs instead:
    allow the target the tip reaches it (bias ~1e-8 of the length); the term only picks, among the poses
    that fit equally well, the one nearest the reference, which settles the chain's redundancy the way the
    free solve settles it (the pole included). From ``PROXIMAL_FROM`` bones the near fit is a fixed number of
-   proximal steps, each pulled toward the last one's swings, and no stage is switched on by a threshold on
-   the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM`` bones the wide fit is proximal
+   proximal steps, each pulled toward the last one's swings, and from ``PROXIMAL_POLISH_BELOW`` bones no stage
+   is switched on by a threshold on the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM`` bones the wide fit is proximal
    steps too (:func:`_wide_proximal`).
 
 Deterministic (nothing is read from another frame) and continuous in the target, the pole and the pose
@@ -55,8 +55,9 @@ NEAR_PER_TOLERANCE = 1.0
 MU_FLOOR = 1e-8
 # The polish stops pulling once the tip is within this fraction of the tolerance.
 POLISH_SLACK = 0.5
-# ... and is tried only when the near fit misses by more than this many tolerances (from 4 bones: at 1 the issue's
-# coned leg turned 3.5 degrees a frame; 2 bones reach by their circle, :func:`two_bone_reach`) ...
+# ... and is tried only when the near fit misses by more than this many tolerances (4 bones, after their proximal
+# steps: at 1 the issue's coned leg turned 3.5-5.3 degrees a frame; 2 bones reach by their circle,
+# :func:`two_bone_reach`) ...
 POLISH_BEYOND = 3.0
 # ... or, on 3 bones, this many: at 3 the near fit's pull left random 3-bone chains in random cones 1.06-1.17
 # tolerances short of targets from poses inside their cones (3 of 1500), and the quality loop's 3-bone chain in
@@ -71,19 +72,18 @@ BEYOND_POWER = 2
 # free one's projection, its tip up to 0.5-0.75 of the chain's length farther from the target than the nearest
 # pose the cones allow (2-3 bones, targets 1.5 lengths out); capped, within 0.16, as continuous on the same paths.
 MU_BEYOND_CAP = 0.4
-# Below this many bones the beyond fit starts from the near fit's pose or the polished one (and pulls toward
-# it), from this many on from the wide fit's: the 3-bone coned chain turned 15 degrees in a frame from the
-# wide fit's, where the polish stopped reaching (4.5 from the polished pose); the 4-bone leg 3.4 from the
-# polished pose (1.1 from the wide fit's).
-POLISHED_START_BELOW = 4
 # From this many bones the near fit is PROXIMAL_STEPS proximal steps with a pull of PROXIMAL_PER_TOLERANCE
 # tolerances over the length, each toward the last one's swings, then the beyond fit from there, every stage
 # on every solve: the polish switched on where the near fit missed by 3 tolerances, and the beyond fit restarted
 # from the wide fit's pose where the polish fell short, turned 5-6 bones 9.4-13 degrees in a frame by the edge
 # of what the cones allow (6.5 with the polish always on: holding the tip within the tolerance there makes the
-# pose turn fast); 3.5-4.3 this way, the tip rounding that edge up to 6.6e-3 of the length short. Below it
-# the polished flow keeps its measured figures (the coned leg 1.15 degrees a frame; 1.67 the proximal way).
-PROXIMAL_FROM = 5
+# pose turn fast); 3.5-4.3 this way, the tip rounding that edge up to 6.6e-3 of the length short. On 4 bones
+# the polished flow (one near fit, the polish only past POLISH_BEYOND, the beyond fit from the wide fit's pose)
+# left 19 of 240 random chains in random cones 1.1-3.0 tolerances short of targets from poses inside their
+# cones, and the quality loop's leg short of the 7 targets by the edge of what its cones allow; the proximal way
+# reaches them all (with the polish past POLISH_BEYOND, below PROXIMAL_POLISH_BELOW bones). 2-3 bones keep the
+# polished flow: proximal, the 3-bone chain in the issue's cones turned 8.3 degrees a frame (2.6 polished).
+PROXIMAL_FROM = 4
 # From this many bones the wide fit is WIDE_PROXIMAL_STEPS proximal fits from the projected reference, each
 # pulled toward the last one's swings by WIDE_PROXIMAL_PULL times the tip's distance over the length (never
 # below MU_WIDE_FLOOR), instead of the stages pulled toward the reference: at 8-10 bones that fit, at a pull of
@@ -95,8 +95,19 @@ WIDE_PROXIMAL_FROM = 8
 WIDE_PROXIMAL_STEPS = 6
 WIDE_PROXIMAL_PULL = 1.0
 MU_WIDE_FLOOR = 1e-3
-PROXIMAL_STEPS = 3
+# Two proximal steps, not three: each holds the tip nearer the target by the edge of what the cones allow,
+# where the reaching pose turns fast. Pure solver, the quality loop in the issue's cones, largest turn a frame
+# with a pole / without, 3 steps -> 2: 4 bones 1.67/1.26 -> 1.29/1.02 (polished flow 1.15/1.03), 5 bones
+# 4.08/4.04 -> 1.82/1.72, 6 bones 1.97/1.95 -> 1.17/1.18, 7 bones 1.05 -> 1.02; half the issue's cones, 8 bones
+# 2.24/2.35 -> 1.72/1.81, 10 bones 2.91/3.00 -> 2.18/2.25; hinged knee among cones (hinge_fit), 4 bones with a
+# pole 3.47 -> 2.59, 5 bones 2.32 -> 1.78. The same targets reached but one (7 bones: 356 of 400, was 357). One
+# step: 4 bones 5.07, and the 6-bone loop missed 12 targets more.
+PROXIMAL_STEPS = 2
 PROXIMAL_PER_TOLERANCE = 3.0
+# Below this many bones the proximal flow polishes too, where its steps end more than POLISH_BEYOND tolerances
+# short (a local minimum: 4 random coned chains of 240 stopped 1.1-6.5 tolerances short without it); from 5 bones
+# the polish switching on turned the chains 5.6 degrees in a frame by the edge of their cones.
+PROXIMAL_POLISH_BELOW = 5
 # The fit has settled when no swing moves by more than this (radians) in an accepted step.
 STEP_TOL = 1e-11
 # Where the Hessian is indefinite, the damping is at least this many times its most negative eigenvalue's size
@@ -474,24 +485,18 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     steps, settled = steps + more, settled and settled_near
     joints = joints_of(near, root, lengths, limits)
     error = float(np.linalg.norm(joints[-1] - target))
-    start = near if len(lengths) < POLISHED_START_BELOW else wide
+    start = near
     polish_beyond = POLISH_BEYOND_THREE if len(lengths) == 3 else POLISH_BEYOND
     if error > polish_beyond * tolerance and (not isinstance(limits, Coordinates) or limits.polish):
-        # Far short: the fits may have settled in a local minimum short of a target the cones allow.
-        # Move the pose, as little as can be, until the tip is within the tolerance (not onto the target:
-        # by the edge of what the cones allow the exact pose turns fast). Not closer to that edge, where
-        # the near fit's own shortfall (its pull, about the tolerance) rounds the edge off smoothly.
-        polished, more, settled_polish = _minimise(near, near, MU_FLOOR, root, target, lengths, limits,
-                                                   POLISH_SLACK * tolerance / length)
-        polished_joints = joints_of(polished, root, lengths, limits)
-        polished_error = float(np.linalg.norm(polished_joints[-1] - target))
+        polished, polished_error, more, settled_polish = _polish(near, root, target, lengths, limits, tolerance)
         steps += more
         if polished_error <= tolerance:
-            return SwingFit(polished_joints, polished_error, steps, settled and settled_polish)
-        if len(lengths) < POLISHED_START_BELOW:
-            # Short of a target the cones do not allow: the beyond fit starts from the polished pose, which
-            # meets the reaching one at the edge of what the cones allow.
-            start, error, settled = polished, polished_error, settled and settled_polish
+            return SwingFit(joints_of(polished, root, lengths, limits), polished_error, steps,
+                            settled and settled_polish)
+        # Short of a target the cones do not allow: the beyond fit starts from the polished pose, which meets
+        # the reaching one at the edge of what the cones allow (from the wide fit's pose the 3-bone coned chain
+        # turned 15 degrees in a frame, where the polish stopped reaching; 4.5 from the polished pose).
+        start, error, settled = polished, polished_error, settled and settled_polish
     if error > tolerance:
         # Beyond what the cones allow: the nearest pose flips between mirror poses equally near the target
         # (2 bones: 12 degrees in a frame as the target crossed the bend plane). A pull toward the reference
@@ -501,6 +506,17 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
         beyond = _fit_beyond(start, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
         return SwingFit(beyond.joints, beyond.error, steps + beyond.steps, settled and beyond.settled)
     return SwingFit(joints, error, steps, settled)
+
+
+def _polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
+            tolerance: float) -> tuple[np.ndarray, float, int, bool]:
+    """Far short: the fits may have settled in a local minimum short of a target the cones allow. Move the pose
+    from swings ``near``, as little as can be, until the tip is within the tolerance (not onto the target: by the
+    edge of what the cones allow the exact pose turns fast; and not closer to that edge, where the near fit's own
+    shortfall, its pull, rounds the edge off smoothly): (swings, tip distance, steps, settled)."""
+    slack = POLISH_SLACK * tolerance / float(lengths.sum())
+    polished, steps, settled = _minimise(near, near, MU_FLOOR, root, target, lengths, limits, slack)
+    return polished, float(np.linalg.norm(tip_of(polished, root, lengths, limits) - target)), steps, settled
 
 
 def _wide_proximal(q: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray,
@@ -522,7 +538,9 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
     """:func:`fit_swings` from the wide fit's swings on: PROXIMAL_STEPS near fits, each pulled toward the last
     one's swings (each brings the tip nearer a target the cones allow; a fixed count keeps the pose a continuous
     function of the inputs), then the beyond fit, whose pull toward the reference grows with the shortfall past
-    the tolerance: zero within it, where that fit is one more proximal step, so no switch between the two."""
+    the tolerance: zero within it, where that fit is one more proximal step, so no switch between the two.
+    Below PROXIMAL_POLISH_BELOW bones (cones; not where the coordinates forbid the polish) steps that end more
+    than POLISH_BEYOND tolerances short are polished first, and the polished pose kept where it reaches."""
     length = float(lengths.sum())
     mu_near = max(PROXIMAL_PER_TOLERANCE * tolerance / length, MU_FLOOR)
     near = wide
@@ -530,6 +548,13 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
         near, more, settled_near = _minimise(near, near, mu_near, root, target, lengths, limits)
         steps, settled = steps + more, settled and settled_near
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
+    if (len(lengths) < PROXIMAL_POLISH_BELOW and error > POLISH_BEYOND * tolerance
+            and (not isinstance(limits, Coordinates) or limits.polish)):
+        polished, polished_error, more, settled_polish = _polish(near, root, target, lengths, limits, tolerance)
+        steps += more
+        if polished_error <= tolerance:
+            return SwingFit(joints_of(polished, root, lengths, limits), polished_error, steps,
+                            settled and settled_polish)
     final = _fit_beyond(near, q_ref, mu_near, error, root, target, lengths, limits, tolerance)
     return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 

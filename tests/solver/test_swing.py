@@ -53,7 +53,9 @@ ISSUE_CONE = ConeLimit(0.5, 0.5, 0.6, 0.4)
 def test_the_issues_coned_leg_turns_no_bone_more_than_five_degrees_a_frame():
     """Issue 23: planar 4-bone leg, pole, a cone on every bone (left/right 0.5, up 0.6, down 0.4), a loop at
     0.4% of its length a frame, part of it beyond what the cones allow. Limited FABRIK turned a bone 28.9
-    degrees in a frame (9 frames over 5); measured 1.05 (Blender's IK with the closest X/Z limits: 0.81)."""
+    degrees in a frame (9 frames over 5); measured 1.29 (Blender's IK with the closest X/Z limits: 0.81).
+    By the edge of what the cones allow (frames 65-71) the target is reached: one near fit left it 1.07-1.28
+    tolerances short there."""
     joints = arc(4)
     results, worst, excess = run_loop(joints, [ISSUE_CONE] * 4, loop(joints, 400), pole=np.array([0.0, 2.0, 1.0]))
     assert worst <= 2.0
@@ -61,6 +63,19 @@ def test_the_issues_coned_leg_turns_no_bone_more_than_five_degrees_a_frame():
     beyond = [r for r in results if not r.reached]
     assert beyond, "part of the loop lies beyond what the cones allow"
     assert all(r.converged for r in results)  # out of reach under the cones, not out of passes
+    assert all(r.reached for r in results[60:72])
+
+
+@pytest.mark.parametrize("bones", [5, 6])
+def test_five_and_six_coned_bones_turn_under_two_and_a_half_degrees_a_frame_on_the_whole_loop(bones):
+    """5 and 6 bones in the issue's cones with a pole, the whole quality loop: three proximal near fits turned a
+    bone 4.08 and 1.97 degrees in a frame where the target passes the edge of what the cones allow (Blender's IK
+    0.81 on 6 bones); two turn 1.82 and 1.17, reaching the same 227 and 285 targets of 400."""
+    joints = arc(bones)
+    results, worst, excess = run_loop(joints, [ISSUE_CONE] * bones, loop(joints, 400), pole=np.array([0.0, 2.0, 1.0]))
+    assert worst < 2.5
+    assert excess <= 1e-9
+    assert sum(r.reached for r in results) >= {5: 227, 6: 285}[bones]
 
 
 @pytest.mark.parametrize("bones", [4])
@@ -143,10 +158,10 @@ def test_a_coned_fit_that_reaches_is_kept_where_limited_fabrik_misses(pole):
     assert excess <= 1e-9
 
 
-@pytest.mark.parametrize("bones", [2, 3, 5, 6, 7])
+@pytest.mark.parametrize("bones", [2, 3, 4, 5, 6, 7])
 def test_coned_chains_reach_targets_their_cones_allow(bones):
     """Targets placed by a pose inside the cones (so the cones allow them) are reached to the tolerance by
-    2, 3 and 5 bones, whatever the reference: the pull beyond the cones never holds back a reachable tip."""
+    2-7 bones, whatever the reference: the pull beyond the cones never holds back a reachable tip."""
     rng = np.random.default_rng(bones)
     joints = arc(bones)
     limits = resolve_limits([ISSUE_CONE] * bones, joints)
@@ -160,6 +175,25 @@ def test_coned_chains_reach_targets_their_cones_allow(bones):
         assert float(limits.violations(result.joints).max()) <= 1e-9
         missed += not result.reached
     assert missed <= 1
+
+
+@pytest.mark.parametrize("seed", [35, 36])
+def test_four_bones_in_random_cones_reach_targets_their_cones_allow(seed):
+    """Random 4-bone chains in random 20-90 degree cones, targets from poses inside them, every other one with a
+    random pole, at the default tolerance (1e-3 of the length): every target reached. One near fit pulled toward
+    the wide fit left 5 and 7 of these 60 chains 1.1-3.0 tolerances short (the polish started only past 3)."""
+    from rigkit.limited import limited_pose, random_cones, random_rest_chain
+
+    rng = np.random.default_rng(seed * 100 + 4)
+    for k in range(60):
+        rest = random_rest_chain(rng, 4)
+        cones = random_cones(rng, 4)
+        target = limited_pose(rng, rest, cones)[-1]
+        length = float(np.linalg.norm(np.diff(rest, axis=0), axis=1).sum())
+        pole = rng.uniform(-2.0, 2.0, 3) if k % 2 else None
+        result = solve_chain(rest, target, limits=cones, tolerance=1e-3 * length, pole=pole)
+        assert float(resolve_limits(cones, rest).violations(result.joints).max()) <= 1e-9
+        assert float(np.linalg.norm(result.joints[-1] - target)) <= 1e-3 * length, k
 
 
 def test_the_coned_pose_does_not_depend_on_the_pass_budget():
