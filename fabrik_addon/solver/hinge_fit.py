@@ -33,7 +33,7 @@ import numpy as np
 
 from .limits import HingeLimit, ResolvedLimits
 from .rotations import turn_floats
-from .swing import Coordinates, _locals, _turned, swing_of
+from .swing import PROXIMAL_PER_TOLERANCE, Coordinates, _locals, _turned, swing_of
 
 # Chains of this many bones at most take the fit; longer ones keep limited FABRIK. Measured on the quality loop
 # (400 frames, pure solver; largest bone turn a frame, frames missed; limited FABRIK's in brackets): a coned leg
@@ -66,6 +66,16 @@ HINGE_FALLBACK_LONG_FROM = 5
 # 0.31/2.26, 3 bones 0.73/1.58, 0.71/0.71, 0.66/0.71; at 0.1, 0.30/3.41 and 0.64/0.82. The largest turns are where
 # the target comes back within what the limits allow, where the reaching pose turns fast.
 HINGE_MU_BEYOND = 1.0
+# The near fit's proximal pull (.swing.PROXIMAL_PER_TOLERANCE for cones, 3): where the target comes back within what
+# the limits allow the reaching pose turns fast, and a stronger pull rounds that edge. Pure solver, the quality loop,
+# coned leg with a hinged knee and a pole, largest turn a frame at 3 / 4 / 5 / 6: 4 bones 2.59 / 2.08 / 1.79 / 1.57,
+# 5 bones 1.78 / 1.44 / 1.20 / 1.05 (Blender's IK 0.67 and 0.75), the same 255 and 253 of 400 targets reached. From 5
+# the fit rounds the edge farther than limited FABRIK's pose: 2.0-2.2 tolerances short where limited FABRIK stops
+# 1.5 (test_hinge_fit's beyond-the-limits bound, 1.25 times limited FABRIK's distance: 1.21 at 3 and 4, 1.34 at 5,
+# 1.45 at 6). Below FREE_ROLL_FROM bones only: at 6 the 6-bone leg, whose hinge's plane rolls with the fit, reached
+# 373 of the loop's 400 targets (every one at 3). Cone chains keep 3: at 6, 4-6 of 240 random 4-5 bone chains
+# stopped 1.1-4.5 tolerances short of targets their cones allow, against none.
+HINGE_PROXIMAL_PER_TOLERANCE = 4.0
 
 
 def fallback(bones: int) -> float:
@@ -102,6 +112,9 @@ class HingeCoordinates(Coordinates):
     polish: ClassVar[bool] = False
     proximal_from: ClassVar[int | None] = 2
     mu_beyond: ClassVar[float] = HINGE_MU_BEYOND
+
+    def proximal_per_tolerance(self) -> float:
+        return HINGE_PROXIMAL_PER_TOLERANCE if len(self.limits) < FREE_ROLL_FROM else PROXIMAL_PER_TOLERANCE
 
     def bone_frames(self, q: np.ndarray) -> np.ndarray:
         """Bone frames ``(K, N, 3, 3)`` of coordinates ``q (K, N, 2)``."""

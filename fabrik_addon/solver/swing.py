@@ -22,8 +22,8 @@ inputs instead:
    that fit equally well, the one nearest the reference, which settles the chain's redundancy the way the
    free solve settles it (the pole included). From ``PROXIMAL_FROM`` bones the near fit is a fixed number of
    proximal steps, each pulled toward the last one's swings, and from ``PROXIMAL_POLISH_BELOW`` bones no stage
-   is switched on by a threshold on the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM`` bones the wide fit is proximal
-   steps too (:func:`_wide_proximal`).
+   is switched on by a threshold on the tip's distance (:func:`_fit_proximal`); from ``WIDE_PROXIMAL_FROM``
+   bones the wide fit is proximal steps too (:func:`_wide_proximal`).
 
 Deterministic (nothing is read from another frame) and continuous in the target, the pole and the pose
 without IK wherever the fit's minimum is.
@@ -149,6 +149,10 @@ class Coordinates(ResolvedLimits):
     polish: ClassVar[bool] = True
     proximal_from: ClassVar[int | None] = None
     mu_beyond: ClassVar[float] = MU_BEYOND
+
+    def proximal_per_tolerance(self) -> float:
+        """The near fit's proximal pull in tolerances over the length (:func:`_fit_proximal`)."""
+        return PROXIMAL_PER_TOLERANCE
 
     def of(self, joints: np.ndarray) -> np.ndarray:
         raise NotImplementedError
@@ -542,7 +546,8 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
     Below PROXIMAL_POLISH_BELOW bones (cones; not where the coordinates forbid the polish) steps that end more
     than POLISH_BEYOND tolerances short are polished first, and the polished pose kept where it reaches."""
     length = float(lengths.sum())
-    mu_near = max(PROXIMAL_PER_TOLERANCE * tolerance / length, MU_FLOOR)
+    per_tolerance = limits.proximal_per_tolerance() if isinstance(limits, Coordinates) else PROXIMAL_PER_TOLERANCE
+    mu_near = max(per_tolerance * tolerance / length, MU_FLOOR)
     near = wide
     for _ in range(PROXIMAL_STEPS):
         near, more, settled_near = _minimise(near, near, mu_near, root, target, lengths, limits)
