@@ -680,6 +680,9 @@ LEG_POLE = (0.0, 2.0, 1.0)
 LIMITED_RIGS = [
     *(Rig(f"{n}-bone cones{', pole' if pole else ''}", _arc(n, 0.25), pole=LEG_POLE if pole else None,
           cone=CONE_LEG) for n in (2, 3, 6, 8, 10) for pole in (False, True)),
+    # 60-degree cones on 3 bones: the loop passes the inner edge of what they let the chain fold to.
+    *(Rig(f"3-bone cones 60{', pole' if pole else ''}", _arc(3, 0.25), pole=LEG_POLE if pole else None,
+          cone=math.radians(60.0)) for pole in (False, True)),
     # Half the cone: on 8-10 bones the issue's own keeps the free pose on this loop, these bind.
     *(Rig(f"{n}-bone narrow cones{', pole' if pole else ''}", _arc(n, 0.25), pole=LEG_POLE if pole else None,
           cone=CONE_NARROW) for n in (8, 10) for pole in (False, True)),
