@@ -231,14 +231,15 @@ def _solve_cones(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         # FABRIK with its restarts is kept only when it reaches (a local minimum escaped), so beyond the
         # cones, where it never reaches, the pose stays the fit's, continuous in the target. Not tried
         # nearer: by the edge of what the cones allow, its exact pose differs from the fit's rounded one
-        # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance).
+        # (the coned leg turned 5.3 degrees in a frame where it took over at 1 tolerance). Where limited FABRIK
+        # misses too but lands far nearer, the fit from the pose without IK (FIT_REFIT_NEARER), kept when it reaches.
         out, error, used, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
         iterations += used
         if error > args[5] and error < FIT_REFIT_NEARER * fit.error and not unreachable:
             refit = fit_swings(start3, goal, lengths, resolved, args[5])
             iterations += refit.steps
             if refit.error <= args[5]:
-                return refit.joints, refit.error, iterations, refit.settled, resolved.frames_of(refit.joints)
+                return refit.joints, refit.error, iterations, True, resolved.frames_of(refit.joints)
         if _limited_kept(error, fit, args[5]):
             return out, error, iterations, converged or error <= args[5], resolved.frames_of(out)
     return fit.joints, fit.error, iterations, fit.settled, resolved.frames_of(fit.joints)
