@@ -198,7 +198,7 @@ def test_four_bones_in_random_cones_reach_targets_their_cones_allow(seed):
 
 @pytest.mark.parametrize(("bones", "draw"), [(3, 1), (5, 53)])
 def test_a_fit_in_a_far_local_minimum_is_run_again_from_the_pose_without_ik(bones, draw):
-    """Random chains in random cones (the draws of the test above, seed 37), targets from poses inside them: from
+    """Random chains in random cones drawn as in the test above (seed 37), targets from poses inside them: from
     the free pose (with a pole) the fit settled 134 and 692 tolerances short, limited FABRIK 13 and 49; the fit
     from the pose without IK, run where limited FABRIK misses too but lands under half the fit's distance
     (fabrik.FIT_REFIT_NEARER), reaches both."""
