@@ -60,12 +60,17 @@ POLISH_SLACK = 0.5
 # tolerances nearer (beyond what the cones allow). One fit pulled by MU_FLOOR took whatever step landed within the
 # slack: where the near fit missed by just over the tolerance it moved the pose far along the rims (3 bones in
 # 60-degree cones: 6.3 degrees between targets 0.05 frames apart, 7.1 degrees in a frame of the quality loop).
-# Rounds move it as little as they can: 0.84 and 4.9, the same targets reached. Fewer or stronger rounds turn less
-# but stop short of more (cones of 1.05 radians: a pull of 1, or 10 rounds, 1.8-4.0 degrees, 1-3 targets 1.04-1.07
-# tolerances short), more turn faster (40 rounds: 6.7).
+# Rounds move it as little as they can: 0.84 and 4.9, the same targets reached (2.5 a frame with POLISH_CRAWL).
+# Fewer or stronger rounds turn less but stop short of more (cones of 1.05 radians: a pull of 1, or 10 rounds,
+# 1.8-4.0 degrees, 1-3 targets 1.04-1.07 tolerances short), more turn faster (40 rounds: 6.7).
 POLISH_ROUNDS = 20
 POLISH_PER_TOLERANCE = 0.3
 POLISH_STALL = 3e-3
+# ... or less than this fraction of what it still lacks: beyond the edge of what the cones allow the rounds crawl
+# along a rim, a little nearer each, and a pose slid 20 rounds along it moved fast with the target (3 bones with a
+# pole in 50-degree cones: 12.3 degrees a frame, 3.6 with this; 45/55/60 degrees 11.3/5.7/4.9 -> 8.0/4.6/2.5;
+# the same targets reached). At 0.2 the 45-degree chain turned 2.6 but one target fewer was reached.
+POLISH_CRAWL = 0.15
 # ... and is tried only when the near fit misses by more than this many tolerances (4 bones, after their proximal
 # steps: at 1 the issue's coned leg turned 3.5-5.3 degrees a frame; 2 bones reach by their circle,
 # :func:`two_bone_reach`) ...
@@ -526,10 +531,10 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
 def _polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
             tolerance: float) -> tuple[np.ndarray, float, int, bool]:
     """Far short: the fits may have settled in a local minimum short of a target the cones allow. Move the pose
-    from swings ``near``, as little as can be (proximal rounds, POLISH_ROUNDS), until the tip is within the
-    tolerance (not onto the target: by the edge of what the cones allow the exact pose turns fast; and not closer
-    to that edge, where the near fit's own shortfall, its pull, rounds the edge off smoothly): (swings, tip
-    distance, steps, settled)."""
+    from swings ``near``, as little as can be (proximal rounds, POLISH_ROUNDS, while they gain), until the tip is
+    within the tolerance (not onto the target: by the edge of what the cones allow the exact pose turns fast;
+    and not closer to that edge, where the near fit's own shortfall, its pull, rounds the edge off smoothly):
+    (swings, tip distance, steps, settled)."""
     length = float(lengths.sum())
     slack = POLISH_SLACK * tolerance / length
     mu = max(POLISH_PER_TOLERANCE * tolerance / length, MU_FLOOR)
@@ -539,7 +544,7 @@ def _polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.
         polished, more, settled_round = _minimise(polished, polished, mu, root, target, lengths, limits, slack)
         steps, settled = steps + more, settled and settled_round
         last, error = error, float(np.linalg.norm(tip_of(polished, root, lengths, limits) - target))
-        if error <= tolerance or last - error < POLISH_STALL * tolerance:
+        if error <= tolerance or last - error < max(POLISH_STALL * tolerance, POLISH_CRAWL * (error - tolerance)):
             break
     return polished, error, steps, settled
 
