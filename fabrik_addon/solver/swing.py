@@ -814,9 +814,9 @@ def damped_step(hessian: np.ndarray, gradient: np.ndarray, normals: list[np.ndar
 
 def _constrained_step(matrix: np.ndarray, gradient: np.ndarray, normals: list[np.ndarray | None]) -> np.ndarray:
     """The damped Gauss-Newton step with each swing on its rim kept from moving outward (it slides
-    along the rim's tangent instead); bones that would step inward stay free, and so do bones whose gradient
-    points inward (a negative multiplier: the cost falls as the swing leaves its rim). Held by the step's sign
-    alone, a bone the other bones' coupling pushed outward stayed on its rim where leaving it lowered the cost:
+    along the rim's tangent instead); bones that would step inward stay free, and so do bones whose cost falls
+    inward (the gradient points out of the cone: a negative multiplier). Held by the step's sign alone, a bone
+    the other bones' coupling pushed outward stayed on its rim where leaving it inward lowered the cost:
     the fit settled where no step was left, not at a minimum, and its end depended on the path (a 2-bone chain
     far beyond its cones, no pole, took one of two such poses from targets 0.1 frames apart: 2.0-2.8 degrees)."""
     step = _solve(matrix, -gradient)
