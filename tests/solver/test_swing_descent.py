@@ -100,7 +100,7 @@ def test_the_coned_fit_settles_only_where_no_allowed_move_lowers_its_cost(bones,
     """Random chains in the issue's cones, targets at 0.1-1.2 of the length in any direction, the fit pulled toward
     the free pose (as beyond the cones) from the pose nearest the target: it settles where no move of 1e-4 radians
     inside the cones lowers its cost by more than 1e-11. A bone was held on its rim wherever its Newton step
-    pointed outward, also where its gradient pointed inward (leaving the rim lowered the cost), so the fit stopped
+    pointed outward, also where its gradient pointed outward (moving inward off the rim lowered the cost), so it stopped
     where no step was left: one 3-bone draw of these 240 settled 1.6e-7 above a nearby allowed pose, and a 2-bone
     chain far beyond its cones took one of two such poses from targets 0.1 frames apart (quality loop, no pole:
     2.0-2.8 degrees; test_swing.py)."""
