@@ -435,16 +435,21 @@ def _tip_derivatives(q: np.ndarray, root: np.ndarray, lengths: np.ndarray,
     The stencil decides the fit's path as well as its fixed point: a cheaper one (two probes per pair,
     the same ``O(H**2)``) moved the 7-bone benchmark chain into another local minimum on 10 targets."""
     n = len(lengths)
-    m = 2 * n
-    offsets, i, j = _stencil(m)
+    probes = q.ravel()[None] + _stencil(2 * n)[0]
+    return central_differences(joints_of(probes.reshape(-1, n, 2), root, lengths, limits)[:, -1], 2 * n)
+
+
+def central_differences(values: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Jacobian ``(D, M)`` and second derivatives ``(D, M, M)`` of a function of ``M`` coordinates from its values
+    ``(P, D)`` at the probes of :func:`_stencil` (in its order): the lone chain's tip (:func:`_tip_derivatives`)
+    and a tree's effectors (:mod:`.tree_fit`)."""
+    _, i, j = _stencil(m)
     pairs, idx, base = len(i), np.arange(m), 4 * m
-    probes = q.ravel()[None] + offsets
-    tips = joints_of(probes.reshape(-1, n, 2), root, lengths, limits)[:, -1]
-    centre = tips[-1]
-    jac = ((tips[:m] - tips[m:2 * m]) / (2.0 * H)).T
-    second = np.empty((3, m, m))
-    second[:, idx, idx] = ((tips[2 * m:3 * m] - 2.0 * centre + tips[3 * m:4 * m]) / (4.0 * H * H)).T
-    pp, pm, mp, mm = (tips[base + k * pairs:base + (k + 1) * pairs] for k in range(4))
+    centre = values[-1]
+    jac = ((values[:m] - values[m:2 * m]) / (2.0 * H)).T
+    second = np.empty((values.shape[1], m, m))
+    second[:, idx, idx] = ((values[2 * m:3 * m] - 2.0 * centre + values[3 * m:4 * m]) / (4.0 * H * H)).T
+    pp, pm, mp, mm = (values[base + k * pairs:base + (k + 1) * pairs] for k in range(4))
     mixed = ((pp - pm - mp + mm) / (4.0 * H * H)).T
     second[:, i, j] = mixed
     second[:, j, i] = mixed

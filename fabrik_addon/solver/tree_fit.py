@@ -26,7 +26,17 @@ import numpy as np
 
 from .limits import ConeLimit, HingeLimit, LimitFrames, ResolvedLimits
 from .rotations import matrices_from_two_vectors, perpendicular, turns_x
-from .swing import STEP_TOL, _locals, _project, _rim_terms, _turned, damped_step, swing_of
+from .swing import (
+    STEP_TOL,
+    _locals,
+    _project,
+    _rim_terms,
+    _stencil,
+    _turned,
+    central_differences,
+    damped_step,
+    swing_of,
+)
 
 # Pull toward the passes' coordinates (per unit of squared swing radians against the effectors' squared
 # distance over the tree's length squared): picks, among the poses that fit equally well, the one nearest
@@ -37,8 +47,6 @@ PULL = 1e-9
 # moves more than :data:`.swing.STEP_TOL` (radians) in an accepted step, within MAX_STEPS steps.
 AIM = 0.01
 MAX_STEPS = 100
-# Central-difference step (radians) for the effectors' Jacobian.
-H = 1e-6
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
 PARALLEL = 1e-5
@@ -209,11 +217,11 @@ def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
 
 def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: np.ndarray, aim: float) -> np.ndarray:
     """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + PULL |x - x0|**2``
-    from ``x0 = x``, by damped Gauss-Newton steps to a fixed point or until every scaled effector's squared
+    from ``x0 = x``, by damped Newton steps to a fixed point or until every scaled effector's squared
     distance is within ``aim``."""
     ns, m = len(coords.swung), coords.size
     centre = x.copy()
-    probes = np.concatenate([np.eye(m) * H, -np.eye(m) * H, np.zeros((1, m))])
+    offsets = _stencil(m)[0]
 
     def cost(residual: np.ndarray, at: np.ndarray) -> float:
         d = at - centre
@@ -235,10 +243,14 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
     for _ in range(MAX_STEPS):
         if float((residual.reshape(-1, 3) ** 2).sum(axis=1).max()) <= aim:
             break
-        ends = coords.joints(x[None] + probes)[:, coords.effector]
-        jac = (((ends[:m] - ends[m:2 * m]) * scale[None]).reshape(m, -1) / (2.0 * H)).T
+        ends = coords.joints(x[None] + offsets)[:, coords.effector] * scale[None]
+        jac, second = central_differences(ends.reshape(len(offsets), -1), m)
         gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
-        hessian = 2.0 * (jac.T @ jac + PULL * eye)
+        # Newton's Hessian, the effectors' curvature included, as the lone chain's fit (.swing._minimise): beyond
+        # reach the residuals stay large, and Gauss-Newton alone crawled: 47 of 70 fits of coned Ys, forks and torsos
+        # with targets 0.3-1.3 lengths out ran out of steps, still moving (solves of 0.74-1.6 s; now 1 of 70,
+        # 73-185 ms). Where the fit reaches it costs 1.4-2.0x as much a fit (docs/trees.md).
+        hessian = 2.0 * (jac.T @ jac + np.einsum("k,kij->ij", residual, second) + PULL * eye)
         normals = _rim_terms(x[:2 * ns].reshape(ns, 2), gradient, hessian, coords.cones)
         for i in coords.locked:  # no step along these
             gradient[i] = 0.0

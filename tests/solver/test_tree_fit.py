@@ -4,8 +4,9 @@ target sets from poses inside every limit are reached, limits and lengths kept, 
 import numpy as np
 import pytest
 
-from fabrik_addon.solver import HingeLimit, resolve_tree_limits, solve_tree
+from fabrik_addon.solver import HingeLimit, resolve_tree_limits, solve_tree, tree_fit
 from fabrik_addon.solver.rotations import matrix_from_two_vectors
+from fabrik_addon.solver.swing import _project
 from rigkit.limited import inside_direction, random_cones
 from rigkit.trees import random_fork, random_y_tree, torso
 
@@ -180,3 +181,57 @@ def test_a_tree_without_limits_leaves_its_rolls_to_the_write():
     joints, parents, effectors = random_y_tree(np.random.default_rng(2))
     result = solve_tree(joints, parents, effectors, joints[effectors] + 0.1)
     assert result.turns is None
+
+
+def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_cost(monkeypatch):
+    """Coned Ys, 3-branch forks and torsos, each target 0.3-1.3 of the tree's length out in any direction: each fit
+    ends at a constrained minimum (no move of 1e-4 radians inside the cones lowers its cost by more than 1e-11) in
+    fewer than its 100 steps. By Gauss-Newton steps alone (no effector curvature in the Hessian) 47 of these 70 fits
+    ran out of steps still moving (solves of 0.74-1.6 s), so the pose depended on the step budget; the Newton
+    fit: 1 of 70, the others settled at their minimum (largest fall 0)."""
+    rng = np.random.default_rng(5)
+    runs: list[tuple] = []
+    steps = [0]
+    minimise, step = tree_fit._minimise, tree_fit.damped_step
+
+    def counted_step(*args, **kwargs):
+        steps[0] += 1
+        return step(*args, **kwargs)
+
+    def recorded(x, coords, targets, scale, aim):
+        steps[0] = 0
+        out = minimise(x, coords, targets, scale, aim)
+        runs.append((x.copy(), out, coords, targets, scale, steps[0]))
+        return out
+
+    monkeypatch.setattr(tree_fit, "_minimise", recorded)
+    monkeypatch.setattr(tree_fit, "damped_step", counted_step)
+    for k in range(15):
+        joints, parents, effectors, limits, rigid = (coned_y, coned_fork, coned_torso)[k % 3](rng)
+        length = lengths(joints, parents).sum()
+        away = rng.normal(size=(len(effectors), 3))
+        targets = joints[0] + rng.uniform(0.3, 1.3, (len(effectors), 1)) * length * away / np.linalg.norm(
+            away, axis=1)[:, None]
+        solve_tree(joints, parents, effectors, targets, limits=limits, rigid=rigid, tolerance=1e-3 * length,
+                   max_iterations=100)
+    out_of_steps, worst = 0, 0.0
+    for x0, x, coords, targets, scale, used in runs:
+        if used >= tree_fit.MAX_STEPS:
+            out_of_steps += 1
+            continue
+        swung = len(coords.swung)
+
+        def cost(at, x0=x0, coords=coords, targets=targets, scale=scale):
+            residual = ((coords.effectors(at) - targets) * scale).ravel()
+            return float(residual @ residual) + tree_fit.PULL * float((at - x0) @ (at - x0))
+
+        here = cost(x)
+        for _ in range(100):
+            move = rng.normal(size=x.shape)
+            move[coords.locked] = 0.0
+            near = x + 1e-4 * move / np.linalg.norm(move)
+            near[:2 * swung] = _project(near[:2 * swung].reshape(swung, 2), coords.cones).ravel()
+            worst = max(worst, here - cost(near))
+    assert len(runs) >= 60
+    assert out_of_steps <= 0.1 * len(runs), (out_of_steps, len(runs))
+    assert worst <= 1e-11, worst
