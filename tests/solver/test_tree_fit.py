@@ -3,6 +3,7 @@ target sets from poses inside every limit are reached, limits and lengths kept, 
 
 import numpy as np
 import pytest
+from test_swing_descent import lowest_nearby
 
 from fabrik_addon.solver import HingeLimit, resolve_tree_limits, solve_tree, tree_fit
 from fabrik_addon.solver.rotations import matrix_from_two_vectors
@@ -219,19 +220,16 @@ def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_
         if used >= tree_fit.MAX_STEPS:
             out_of_steps += 1
             continue
-        swung = len(coords.swung)
-
         def cost(at, x0=x0, coords=coords, targets=targets, scale=scale):
             residual = ((coords.effectors(at) - targets) * scale).ravel()
             return float(residual @ residual) + tree_fit.PULL * float((at - x0) @ (at - x0))
 
-        here = cost(x)
-        for _ in range(100):
-            move = rng.normal(size=x.shape)
-            move[coords.locked] = 0.0
-            near = x + 1e-4 * move / np.linalg.norm(move)
-            near[:2 * swung] = _project(near[:2 * swung].reshape(swung, 2), coords.cones).ravel()
-            worst = max(worst, here - cost(near))
+        def into_cones(at, coords=coords):
+            swung = len(coords.swung)
+            at[:2 * swung] = _project(at[:2 * swung].reshape(swung, 2), coords.cones).ravel()
+            return at
+
+        worst = max(worst, lowest_nearby(x, cost, into_cones, rng, draws=100, fixed=coords.locked))
     assert len(runs) >= 60
     assert out_of_steps <= 0.1 * len(runs), (out_of_steps, len(runs))
     assert worst <= 1e-11, worst
