@@ -13,6 +13,8 @@ of a 10-bone chain 0.58-0.79 of the way and let the distance grow with influence
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..solver.rotations import slerp_quaternions
@@ -48,41 +50,52 @@ def blend_fraction(parent: np.ndarray, rel: np.ndarray, location: np.ndarray, sc
         Each bone's scale at influence 1 (a stretching chain); it blends with ``scale`` by the same fraction.
     """
     def distances(fractions: np.ndarray) -> np.ndarray:  # the poses by .inputs.forward_kinematics
-        return _tip_distances(fractions, parent, rel, location, scale, base, full, end, target, full_scale)
+        return tip_distances(fractions[:, None], parent, rel, location, scale, base, full, end, target, full_scale)
 
     ends = distances(np.linspace(0.0, 1.0, 2))
     start, reached = float(ends[0]), float(ends[1])
     if not reached < start:  # influence 1 is no closer: blend the rotations by the influence itself
         return influence
-    goal = start + influence * (reached - start)
+    return first_fraction(distances, start + influence * (reached - start), start, reached)
+
+
+def first_fraction(distances: Callable[[np.ndarray], np.ndarray], goal: float, d_low: float, d_high: float) -> float:
+    """The first fraction in [0, 1] at which ``distances`` (of an array of fractions) falls to ``goal``, given
+    its values ``d_low`` at 0 and ``d_high`` at 1: 0 where ``d_low`` is already there; where no fraction of the
+    first grid gets there (``d_high`` above ``goal`` too), the fraction of that grid that comes nearest."""
     low, high = 0.0, 1.0
-    d_low, d_high = start, reached
     for _ in range(REFINE + 1):
         s = np.linspace(low, high, GRID + 1)
         d = distances(s)
         d[0], d[-1] = d_low, d_high  # the bracket's ends as measured before (the same floats)
-        first = int(np.argmax(d <= goal))  # d[-1] <= goal always holds at the bracket's end
+        first = int(np.argmax(d <= goal))  # within a bracket, d[-1] <= goal holds at its end
+        if not d[first] <= goal:
+            return float(s[int(np.argmin(d))])
         if first == 0:
             return float(low)
         low, high, d_low, d_high = float(s[first - 1]), float(s[first]), float(d[first - 1]), float(d[first])
     return low + (high - low) * (d_low - goal) / (d_low - d_high)
 
 
-def blend_rotations(base: np.ndarray, full: np.ndarray, fraction: float) -> np.ndarray:
-    """Local rotations ``(n, 4)`` the ``fraction`` of the way from ``base`` to ``full``, in ``base``'s hemisphere."""
-    q = slerp_quaternions(base, full, np.full(len(base), fraction))
+def blend_rotations(base: np.ndarray, full: np.ndarray, fraction: float | np.ndarray) -> np.ndarray:
+    """Local rotations ``(n, 4)`` the ``fraction`` (one, or one per bone) of the way from ``base`` to ``full``, in
+    ``base``'s hemisphere."""
+    q = slerp_quaternions(base, full, np.broadcast_to(np.asarray(fraction, dtype=np.float64), (len(base),)))
     return np.where(np.einsum("ki,ki->k", q, base)[:, None] < 0.0, -q, q)
 
 
-def _tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target,
-                   full_scale) -> np.ndarray:
+def tip_distances(fractions: np.ndarray, parent, rel, location, scale, base, full, end, target,
+                  full_scale=None) -> np.ndarray:
+    """Per row of ``fractions (C, n)`` (or ``(C, 1)``: one for every bone), the distance from ``target`` of the
+    point ``end`` of the last bone, each bone's rotation (and scale) that fraction of its way from ``base`` to
+    ``full``; the arguments as :func:`blend_fraction` takes them."""
     count = len(fractions)
     n = len(base)
-    q = slerp_quaternions(np.broadcast_to(base, (count, n, 4)), np.broadcast_to(full, (count, n, 4)),
-                          np.broadcast_to(fractions[:, None], (count, n)))
+    each = np.broadcast_to(fractions, (count, n))
+    q = slerp_quaternions(np.broadcast_to(base, (count, n, 4)), np.broadcast_to(full, (count, n, 4)), each)
     scales = np.broadcast_to(scale, (count, n, 3))
     if full_scale is not None:
-        scales = scale + fractions[:, None, None] * (full_scale - scale)
+        scales = scale + each[:, :, None] * (full_scale - scale)
     pose = forward_kinematics(np.broadcast_to(parent, (count, 4, 4)), np.broadcast_to(rel, (count, n, 4, 4)), q,
                                np.broadcast_to(location, (count, n, 3)), scales)
     tips = pose[:, -1] @ end

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
-from mathutils import Matrix
+from mathutils import Matrix, Quaternion
 
 from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
@@ -13,6 +13,7 @@ from ..solver.reach import format_distance
 from ..solver.rotations import matrix_from_two_vectors
 from . import reach, small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
+from .influence import GRID, blend_rotations, first_fraction, tip_distances
 from .inputs import (
     ArmatureFrame,
     basis_location,
@@ -22,7 +23,7 @@ from .inputs import (
     unit_columns,
     world_matrix,
 )
-from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status
+from .plan import ChainError, ChainPlan, bone_depth, check_references_once, set_status, settings_of
 
 
 @dataclass
@@ -68,18 +69,110 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     result = _solve(arm, tree, goals, chains, plans)
     left_out = _limits_left_out(arm, chains, plans)
     _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None)
-    if not left_out or all(diagnostics.of(c).status == 'REACHED' for c in chains):
-        return
-    # A branch solved again from where the tree put the shared bones missed, and the tree had placed them
-    # without the branches' limits (free branches reach from more places than limited ones): solve the
-    # tree again with every limit, where the fit places the shared bones so that the limited branches
-    # reach (:mod:`.solver.tree_fit`); kept only where it leaves fewer chains short (a target beyond
-    # reach is missed both ways, and the first solve's pose and status stand).
+    if left_out and not all(diagnostics.of(c).status == 'REACHED' for c in chains):
+        _solve_with_every_limit(arm, tree, goals, result, chains, plans)
+    influences = [settings_of(c, p).influence for c, p in zip(chains, plans)]
+    if min(influences) < 1.0:
+        _blend_influence(arm, tree, goals, chains, plans, influences)
+
+
+def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
+                            plans: list[ChainPlan]) -> None:
+    """A branch solved again from where the tree put the shared bones missed, and the tree had placed them
+    without the branches' limits (free branches reach from more places than limited ones): solve the
+    tree again with every limit, where the fit places the shared bones so that the limited branches
+    reach (:mod:`.solver.tree_fit`); kept only where it leaves fewer chains short (a target beyond
+    reach is missed both ways, and the first solve's pose and status stand)."""
     before = _misses(chains)
     again = _solve(arm, tree, goals, chains, plans, every_limit=True)
     _finish(arm, tree, goals, again, chains, plans, again.reached)
     if _misses(chains) >= before:
         _finish(arm, tree, goals, result, chains, plans, again.reached)
+
+
+def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan],
+                     influences: list[float]) -> None:
+    """Influence below 1, as on lone chains (:mod:`.influence`): each bone's local rotation (a stretching bone's
+    scale too) a fraction of its way from the pose without IK to the influence-1 pose just written, so no bone
+    turns past its influence-1 rotation. Each chain's goal is its tip ``influence`` of the way from its distance
+    without IK to its distance at influence 1. The bones on two or more chains' paths take one fraction: the
+    first from which every chain's tip can reach its goal by a fraction of its own bones' way (0 at influence 0:
+    the pose without IK); then
+    each chain's own bones take the first at which its tip reaches its goal (so it does, exactly, unless the
+    shared bones alone bring it nearer). Blending every bone by its
+    chains' mean influence instead let tips move away as influence grew, and a branch solved again from a
+    half-turned trunk turn up to 50 degrees past its influence-1 rotation."""
+    pose_bones, names, index = tree.pose_bones, tree.names, tree.index
+    full = np.array([adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))[:]
+                     for pb in pose_bones])
+    base = np.array([q[:] for q in tree.base])
+    own_scale = np.array([tuple(tree.scales.get(n, eb.scale)) for n, eb in zip(names, tree.ev_bones)])
+    full_scale = np.array([tuple(pb.scale) if n in tree.stretching else own_scale[k]
+                           for k, (n, pb) in enumerate(zip(names, pose_bones))])
+    stretching = bool(tree.stretching)
+    rel, location = np.array(tree.rel), np.array(tree.locations)
+    paths, ends, parents = [], [], []
+    for chain, plan in zip(chains, plans):
+        path = [index[plan.bones[-1]]]
+        while (parent := tree.data[path[-1]].parent) is not None and parent.name in index:
+            path.append(index[parent.name])
+        path.reverse()
+        paths.append(path)
+        parents.append(tree.top_parent if path[0] == 0 else parent_matrix(arm, tree.data[path[0]]))
+        ends.append(np.array([0.0, 0.0 if chain.match_target_rotation else tree.data[path[-1]].length, 0.0, 1.0]))
+    on_paths = np.zeros(len(names), dtype=int)
+    for path in paths:
+        on_paths[path] += 1
+    shared = on_paths >= 2
+
+    def distances(i: int, fractions: np.ndarray) -> np.ndarray:
+        path = paths[i]
+        return tip_distances(fractions, parents[i], rel[path], location[path], own_scale[path], base[path],
+                             full[path], ends[i], goals.targets[i], full_scale[path] if stretching else None)
+
+    ends_of = [distances(i, np.array([[0.0], [1.0]])) for i in range(len(paths))]
+    goal = [float(d[0] + f * (d[1] - d[0])) for d, f in zip(ends_of, influences)]
+    own = [~shared[path] for path in paths]
+
+    def mixed(i: int, trunk: np.ndarray | float, s: np.ndarray | float) -> np.ndarray:
+        """Fractions ``(C, len(path))``: ``trunk`` on the shared bones of chain ``i``'s path, ``s`` on its own."""
+        return np.where(own[i][None, :], np.reshape(s, (-1, 1)), np.reshape(trunk, (-1, 1)))
+
+    grid = np.linspace(0.0, 1.0, GRID + 1)
+
+    def worst(trunk: np.ndarray) -> np.ndarray:
+        """Per shared fraction, the most any chain's tip stays past its goal at the best of its own bones' fractions
+        on the grid (a chain whose influence-1 pose is no nearer never holds the shared bones back)."""
+        past = np.full(len(trunk), -np.inf)
+        for i in range(len(paths)):
+            d = distances(i, mixed(i, np.repeat(trunk, len(grid)), np.tile(grid, len(trunk))))
+            best = d.reshape(len(trunk), len(grid)).min(axis=1)
+            past = np.maximum(past, best - max(goal[i], float(ends_of[i][1])))
+        return past
+
+    shared_fraction = first_fraction(worst, 0.0, float(worst(np.zeros(1))[0]), float(worst(np.ones(1))[0]))
+    fraction = np.full(len(names), shared_fraction)
+    for i, path in enumerate(paths):
+        if not own[i].any():
+            continue
+        rows = np.array(path)[own[i]]
+        d0, d1 = ends_of[i]
+        if not d1 < d0:  # influence 1 is no closer: as on lone chains
+            fraction[rows] = influences[i]
+            continue
+        low, high = (float(d) for d in distances(i, mixed(i, shared_fraction, np.array([0.0, 1.0]))))
+        fraction[rows] = first_fraction(lambda s, i=i: distances(i, mixed(i, shared_fraction, s)), goal[i], low, high)
+    blended = blend_rotations(base, full, fraction)
+    new: dict[str, np.ndarray] = {}
+    for k, name in enumerate(names):
+        q = Quaternion(blended[k])
+        adapter.write_rotation(pose_bones[k], q, tree.channels[k])
+        scale = own_scale[k] + fraction[k] * (full_scale[k] - own_scale[k])
+        if name in tree.stretching:
+            pose_bones[k].scale = scale
+        above = tree.top_parent if k == 0 else new[tree.data[k].parent.name]
+        new[name] = above @ rel[k] @ adapter.basis_matrix(tree.locations[k], q, scale)
+        arm.new_matrices[name] = new[name]
 
 
 def _misses(chains: list) -> int:
@@ -205,9 +298,9 @@ def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: 
 
 def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
            plans: list[ChainPlan]) -> dict[str, np.ndarray]:
-    """Turn every bone onto the solved joints, parents first, blend by influence and write it; returns
-    the new armature-space matrices. Each bone turns by the solve's own turn where the tree had joint
-    limits (:attr:`.TreeResult.turns`), else by :func:`_best_turn`."""
+    """Turn every bone onto the solved joints, parents first, and write it (the influence-1 pose:
+    :func:`_blend_influence` blends it); returns the new armature-space matrices. Each bone turns by the
+    solve's own turn where the tree had joint limits (:attr:`.TreeResult.turns`), else by :func:`_best_turn`."""
     solved, children_of, pre, scales = result.joints, goals.children, tree.pre, tree.scales
     # Pull of each joint's subtree, to weigh a branching bone's best-fit rotation.
     pull = np.zeros(len(goals.joints))
@@ -216,7 +309,6 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
         while j >= 0:
             pull[j] += max(weight, 1e-6)
             j = goals.parents[j]
-    influence = {n: np.mean([c.influence for c, p in zip(chains, plans) if n in p.bones]) for n in tree.names}
     matching = {p.bones[-1]: goals.target_frames[i] for i, (c, p) in enumerate(zip(chains, plans))
                 if c.match_target_rotation}
     new: dict[str, np.ndarray] = {}
@@ -250,11 +342,9 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
             grow = float(result.bone_stretch[children_of[k][0]]) if len(children_of[k]) == 1 else 1.0
             q, wanted = stretched_local(Matrix((above @ rel).tolist()), Matrix(unit_columns(m).tolist()),
                                         Matrix(pre[name].tolist()), scales[name], grow)
-            scale = wanted if influence[name] >= 1.0 else scales[name] + (wanted - scales[name]) * influence[name]
+            scale = wanted
         else:
             q = adapter.rotation_of(np.linalg.inv(above @ rel) @ m)
-        if influence[name] < 1.0:
-            q = tree.base[k].slerp(q, influence[name])
         adapter.write_rotation(tree.pose_bones[k], q, tree.channels[k])
         if name in tree.stretching:
             tree.pose_bones[k].scale = scale
@@ -292,7 +382,8 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
                            references_checked=plan.references_checked,
                            scale_free=[k - last - 1 for k in plan.scale_free if k > last],
                            match_rotation=plan.match_rotation,
-                           length=plan.length)  # the tolerance is a fraction of the whole chain's length
+                           length=plan.length,  # the tolerance is a fraction of the whole chain's length
+                           settings=replace(settings_of(chain, plan), influence=1.0))  # blended with the tree's
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
         if entry.status != 'UNREACHABLE':

@@ -8,7 +8,7 @@ import bpy
 import numpy as np
 import pytest
 from mathutils import Quaternion
-from rigs import add_chain, armature, empty, set_rotation, world_head, world_tail
+from rigs import add_chain, armature, empty, set_rotation, torso, world_head, world_tail
 
 INFLUENCES = np.linspace(0.0, 1.0, 11)
 
@@ -113,3 +113,95 @@ def test_a_stretching_chain_blends_its_stretch_with_influence():
     bpy.context.view_layer.update()
     full = ob.pose.bones["b0"].scale[1]
     assert 1.0 < half < full
+
+
+def tree_rig(kind: str, name: str):
+    """A tree, its chains' tips and their bone count: ``'y'`` a trunk bone forking at its tail into two bent 2-bone
+    branches from one point; ``'torso'`` rigkit's torso (a 2-bone spine, two 2-bone arms)."""
+    if kind == 'y':
+        ob = armature(name, [("t0", (0, 0, 0), (0, 0, 1.0), None, False, 0.0),
+                            ("a.L", (0, 0, 1.0), (0.45, 0.25, 1.5), "t0", True, 0.0),
+                            ("b.L", (0.45, 0.25, 1.5), (0.9, 0, 2.0), "a.L", True, 0.0),
+                            ("a.R", (0, 0, 1.0), (-0.45, 0.25, 1.5), "t0", True, 0.0),
+                            ("b.R", (-0.45, 0.25, 1.5), (-0.9, 0, 2.0), "a.R", True, 0.0)])
+        return ob, ["b.L", "b.R"], 3
+    return torso(name), ["fore.L", "fore.R"], 4
+
+
+def tree_sweep(ob, chains, points, swept):
+    """Per influence of INFLUENCES (given to every chain of ``swept``): each chain's tip distance from its point
+    and each bone's local turn from its pose without IK (degrees)."""
+    names = [pb.name for pb in ob.pose.bones]
+    distances, turns, fk = [], [], None
+    for influence in INFLUENCES:
+        for chain in swept:
+            chain.influence = float(influence)
+        bpy.context.view_layer.update()
+        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
+        distances.append([float(np.linalg.norm(world_tail(ob, c.tip_bone) - p)) for c, p in zip(chains, points)])
+        local = []
+        for name in names:
+            pb = ev.pose.bones[name]
+            above = pb.parent.matrix @ (pb.parent.bone.matrix_local.inverted() @ pb.bone.matrix_local) \
+                if pb.parent else pb.bone.matrix_local
+            local.append((above.inverted() @ pb.matrix).to_quaternion())
+        fk = local if fk is None else fk
+        turns.append([math.degrees(a.rotation_difference(b).angle) for a, b in zip(fk, local)])
+    return np.array(distances), np.array(turns)
+
+
+@pytest.mark.parametrize(("kind", "limits"), [('y', None), ('y', 'cones'), ('y', 'hinges, poles'), ('torso', None),
+                                              ('torso', 'cones, hinges')])
+def test_a_tree_below_influence_1_never_turns_a_bone_past_its_influence_1_rotation(kind, limits):
+    """Trees blended every bone by its chains' mean influence, and the branches solved again as lone chains from
+    a half-turned trunk: bones turned up to 50 degrees past their influence-1 rotation (a Y with hinges and
+    poles; 7.4 with cones, 25 on a torso), tips moved away as influence grew and stopped 0.15-0.78 of the way at
+    0.5. Now: no bone past it, the pose without IK at 0, each chain at least its influence's share of the way
+    (a chain the shared bones bring nearer may be nearer), the targets reached at 1."""
+    rng = np.random.default_rng(len(kind) * 10 + len(limits or ""))
+    ob, tips, count = tree_rig(kind, "Rig")
+    walker, _, _ = tree_rig(kind, "Walker")  # poses of the rig itself, without chains: the targets
+    for pb in ob.pose.bones:
+        limit = pb.fabrik_limit
+        if pb.children and len(pb.children) > 1:
+            continue  # a bone that branches carries no limit
+        if limits and "hinges" in limits and not pb.children:
+            limit.mode = 'HINGE'
+            limit.hinge_min, limit.hinge_max = -2.5, 2.5
+        elif limits and "cones" in limits:
+            limit.mode = 'CONE'
+            limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = 0.6
+    names = [pb.name for pb in ob.pose.bones]
+    base = {}
+    for name in names:
+        axis = rng.normal(size=3)
+        base[name] = Quaternion(axis / np.linalg.norm(axis), rng.uniform(0.05, 0.3))
+        ob.pose.bones[name].rotation_quaternion = base[name]
+    poles = {"b.L": (0.6, 1.0, 1.6), "b.R": (-0.6, 1.0, 1.6)} if limits and "poles" in limits else {}
+    chains = [add_chain(ob, tip, count, empty(f"T.{tip}", (0.0, 0.0, 0.0)),
+                        pole=empty(f"P.{tip}", poles[tip]) if tip in poles else None, iterations=100)
+              for tip in tips]
+    length = {c.tip_bone: sum(ob.data.bones[n].length for n in
+                              [c.tip_bone] + [b.name for b in ob.data.bones[c.tip_bone].parent_recursive][:count - 1])
+              for c in chains}
+    for _ in range(6):
+        # targets from a pose of the rig itself (hinges turning about X alone, cones within 0.4 radians)
+        for name in names:
+            if ob.pose.bones[name].fabrik_limit.mode == 'HINGE':
+                turn = Quaternion((1.0, 0.0, 0.0), rng.uniform(-1.2, 1.2))
+            else:
+                phi = rng.uniform(0.0, 2.0 * math.pi)
+                turn = Quaternion((math.cos(phi), 0.0, math.sin(phi)), rng.uniform(0.0, 0.4))
+            walker.pose.bones[name].rotation_quaternion = turn
+        bpy.context.view_layer.update()
+        points = [world_tail(walker, tip) for tip in tips]
+        for chain, point in zip(chains, points):
+            chain.target.location = tuple(point)
+        distances, turns = tree_sweep(ob, chains, points, chains)
+        assert (turns <= turns[-1] + 1e-3).all()  # no bone past its influence-1 rotation
+        assert turns[0].max() <= 1e-3  # influence 0: the pose without IK
+        for i, chain in enumerate(chains):
+            assert chain.status == 'REACHED', chain.message
+            assert distances[-1, i] <= 1e-3 * length[chain.tip_bone]
+            goals = distances[0, i] + INFLUENCES * (distances[-1, i] - distances[0, i])
+            assert (distances[:, i] <= goals + 1e-4).all()
