@@ -168,8 +168,9 @@ def solve_tree(
     grow &= weight > 0.0
     if soft.any():
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
-    out, errors, iterations, settled = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole, rigid_set,
-                                                       resolved, tolerance, int(max_iterations), min_improvement)
+    out, errors, iterations, settled, bodies = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole,
+                                                               rigid_set, resolved, tolerance, int(max_iterations),
+                                                               min_improvement)
     if grow.any():
         # Stretch: each stretching branch is grown as a chain from where the first solve put its root,
         # then the tree is solved again from that pose (the other branches barely move).
@@ -177,8 +178,9 @@ def solve_tree(
         grown, tgt, stretch, bone_stretch = stretch_branches(out, parent, lengths, branches, given, tgt, soft, grow,
                                                              cap)
         lengths = lengths * bone_stretch
-        out, errors, used, settled = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole, rigid_set,
-                                                     resolved, tolerance, int(max_iterations), min_improvement)
+        out, errors, used, settled, bodies = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole,
+                                                             rigid_set, resolved, tolerance, int(max_iterations),
+                                                             min_improvement)
         iterations += used
     elif resolved is None and (weight > 0.0).all() and _forks(parent, effector):
         out, errors = _nearest(out, pts, parent, lengths, effector, tgt, errors, rigid_set, tolerance)
@@ -193,18 +195,19 @@ def solve_tree(
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
     settled = settled or bool(reached[weight > 0.0].all())
-    turns = None if resolved is None else bone_turns(out, pts, parent, rigid_set, resolved)
+    turns = None if resolved is None else bone_turns(out, pts, parent, rigid_set, resolved, bodies)
     return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled,  # type: ignore[arg-type]
                       turns)
 
 
 def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: set[int],
-               limits: LimitFrames) -> np.ndarray:
+               limits: LimitFrames, bodies: dict[int, np.ndarray] | None = None) -> np.ndarray:
     """``(J, 3, 3)``: the world turn from ``start`` to ``pose`` of the bone ending at each joint, as the
     passes and the fit measure the limits in it: a rigid body's children turn with the body
     (:func:`_place_rigid`'s turn, exact for a pose whose body is rigid), a HINGE bone is its limit frame
     turned about X, any other bone follows its direction by the least turn from its start frame
-    (:meth:`.LimitFrames.frame_at`)."""
+    (:meth:`.LimitFrames.frame_at`). ``bodies``: rigid bodies' turns where the fit gave them (a body whose
+    children leave one point rolls in the fit, which the pose does not record)."""
     count = len(pose)
     children = children_of(parent)
     xs, ys, zs = pose[:, 0].tolist(), pose[:, 1].tolist(), pose[:, 2].tolist()
@@ -214,7 +217,7 @@ def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: s
         kids = children[p]
         if p in rigid and len(kids) >= 2:
             body = (kids, start[kids] - start[p], np.ones(len(kids)))
-            turn = _place_rigid(p, body, xs[:], ys[:], zs[:])
+            turn = bodies[p] if bodies else _place_rigid(p, body, xs[:], ys[:], zs[:])
             for j in kids:
                 turns[j], now[j] = turn, turn @ limits.frames[j]
             continue
@@ -312,39 +315,44 @@ def _check_inputs(joints: object, parents: object, effectors: object, targets: o
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
-    """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag."""
+                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool, dict | None]:
+    """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag and,
+    where it is a fit's, its rigid bodies' turns (:func:`_fitted`)."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
     if limits is None or (errors[scored] <= tolerance).all():
-        return out, errors, iterations, settled
+        return out, errors, iterations, settled, None
     # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
     # tree turned to aim at the targets, rolled a quarter turn at a time, keep the best. Each pose the
     # passes leave short is fitted in swing coordinates (cones only: :mod:`.tree_fit`).
     fit = fits(limits)
+    bodies = None
     if fit:
-        out, errors, settled = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight, rigid,
-                                       limits, tolerance)
+        out, errors, settled, bodies = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
+                                               rigid, limits, tolerance)
     for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:
         again, again_errors, used, again_settled = _run(start, *args)
         iterations += used
+        again_bodies = None
         if fit and not (again_errors[scored] <= tolerance).all():
-            again, again_errors, again_settled = _fitted(again, again_errors, again_settled, pts, parent, lengths,
-                                                         effector, tgt, weight, rigid, limits, tolerance)
+            again, again_errors, again_settled, again_bodies = _fitted(again, again_errors, again_settled, pts, parent,
+                                                                       lengths, effector, tgt, weight, rigid, limits,
+                                                                       tolerance)
         if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
-            out, errors, settled = again, again_errors, again_settled
+            out, errors, settled, bodies = again, again_errors, again_settled, again_bodies
         if (errors[scored] <= tolerance).all():
             break
-    return out, errors, iterations, settled
+    return out, errors, iterations, settled, bodies
 
 
 def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray, parent: np.ndarray,
             lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, rigid: set[int],
-            limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool]:
+            limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool, dict | None]:
     """The passes' pose, or where the swing fit (:func:`.tree_fit.fit_tree`) takes it when that brings the
-    weighted effectors closer. A kept fit has settled (it stops at its own fixed point): a target beyond
-    reach is "out of reach" even where the passes it started from ran out of iterations."""
+    weighted effectors closer, with its rigid bodies' turns (None: the passes' pose). A kept fit has settled
+    (it stops at its own fixed point): a target beyond reach is "out of reach" even where the passes it started
+    from ran out of iterations."""
     children = children_of(parent)
     turns = {}
     for p in rigid:
@@ -352,12 +360,12 @@ def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray,
             xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
             turns[p] = _place_rigid(p, (children[p], pts[children[p]] - pts[p], np.ones(len(children[p]))),
                                     xs, ys, zs)
-    fitted = fit_tree(out, pts, parent, lengths, effector, tgt, weight, turns, limits, tolerance)
+    fitted, bodies = fit_tree(out, pts, parent, lengths, effector, tgt, weight, turns, limits, tolerance)
     fitted_errors = np.linalg.norm(fitted[effector] - tgt, axis=1)
     scored = weight > 0.0
     if fitted_errors[scored].max(initial=0.0) >= errors[scored].max(initial=0.0):
-        return out, errors, settled
-    return fitted, fitted_errors, True
+        return out, errors, settled, None
+    return fitted, fitted_errors, True, bodies
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:

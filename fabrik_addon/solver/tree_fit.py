@@ -68,27 +68,34 @@ class _Coordinates:
     framed: set[int]  # joints whose bone's frame a child's limit frame needs
     effector: np.ndarray  # (E,)
     cones: ResolvedLimits  # the swung joints' limits, in their order, for .swing's projection and rims
-    locked: list[int]  # coordinates that never move: a hinge's u, a one-direction body's third
-    # Bodies whose children leave along one direction (branches from one point: no roll to fix), as
+    locked: list[int]  # coordinates that never move: a hinge's u
+    # Bodies whose children leave along one direction (branches from one point), as
     # :func:`.tree._place_rigid` turns them: the least turn from their start direction ``unit0`` onto
-    # ``aim + u side[0] + v side[1]`` (their first two coordinates).
+    # ``d = aim + u side[0] + v side[1]`` (their first two coordinates), then rolled about ``d`` by their
+    # third. The roll moves no child, but it turns the frames their limits are measured in (a Y's hinged
+    # branches bend in planes the trunk's roll sets; held at the least turn, 8 of 40 reachable tip-poses missed).
     single: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]  # body row -> (unit0, aim, side (2, 3))
 
     @property
     def size(self) -> int:
         return 2 * len(self.swung) + 3 * len(self.bodies)
 
+    def turns(self, x: np.ndarray) -> np.ndarray:
+        """The bodies' turns ``(K, B, 3, 3)`` from the start pose at coordinates ``x (K, size)``."""
+        w = x[:, 2 * len(self.swung):].reshape(len(x), len(self.bodies), 3)
+        turns = _exps(w) @ self.turn0[None]
+        for b, (unit0, aim, side) in self.single.items():
+            d = aim + w[:, b, :2] @ side
+            d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
+            turns[:, b] = _exps(w[:, b, 2:] * d) @ matrices_from_two_vectors(np.broadcast_to(unit0, d.shape), d)
+        return turns
+
     def joints(self, x: np.ndarray) -> np.ndarray:
         """Joints ``(K, J, 3)`` of coordinates ``x (K, size)``: forward kinematics, batched over ``K``."""
         k = len(x)
         ns = len(self.swung)
         local = _locals(x[:, :2 * ns].reshape(k, ns, 2))
-        w = x[:, 2 * ns:].reshape(k, len(self.bodies), 3)
-        turns = _exps(w) @ self.turn0[None]
-        for b, (unit0, aim, side) in self.single.items():
-            d = aim + w[:, b, :2] @ side
-            d /= np.sqrt(np.einsum("ki,ki->k", d, d))[:, None]
-            turns[:, b] = matrices_from_two_vectors(np.broadcast_to(unit0, d.shape), d)
+        turns = self.turns(x)
         body_of = {p: turns[:, b] for b, p in enumerate(self.bodies)}
         out = np.empty((k, len(self.parent), 3))
         out[:, 0] = self.root
@@ -142,8 +149,10 @@ def fits(limits: LimitFrames) -> bool:
 
 def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              targets: np.ndarray, weights: np.ndarray, bodies: dict[int, np.ndarray],
-             limits: LimitFrames, tolerance: float) -> np.ndarray:
-    """The pose near ``pose (J, 3)`` (every limit kept) whose weighted effectors are nearest their targets.
+             limits: LimitFrames, tolerance: float) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """The pose near ``pose (J, 3)`` (every limit kept) whose weighted effectors are nearest their targets,
+    and each rigid body's turn from ``start`` in it (a body whose children leave one point rolls here, which
+    its pose does not record).
 
     Parameters
     ----------
@@ -167,7 +176,7 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
 
     Returns
     -------
-    ndarray, shape (J, 3)
+    ndarray, shape (J, 3), and dict rigid joint -> ndarray (3, 3)
     """
     par = [int(p) for p in parent]
     rigid = sorted(bodies)
@@ -187,11 +196,10 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
             aim = coords.turn0[b] @ unit[0]
             first = perpendicular(aim)
             coords.single[b] = unit[0], aim, np.array([first, np.cross(aim, first)])
-            coords.locked.append(2 * len(swung) + 3 * b + 2)
     x = _coordinates_of(pose, coords)
     length = float(lengths.sum())
     x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2)
-    return coords.joints(x[None])[0]
+    return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0]))
 
 
 def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
