@@ -97,10 +97,11 @@ def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: lis
     turns past its influence-1 rotation. Each chain's goal is its tip ``influence`` of the way from its distance
     without IK to its distance at influence 1. The bones on two or more chains' paths take one fraction: the
     first from which every chain's tip can reach its goal by a fraction of its own bones' way (0 at influence 0:
-    the pose without IK); then each chain's own bones take the first at which its tip reaches its goal (so it
-    does, exactly, unless the shared bones alone bring it nearer). Blending every bone by its chains' mean
-    influence instead let tips move away as influence grew, and a branch solved again from a half-turned trunk
-    turned up to 50 degrees past its influence-1 rotation."""
+    the pose without IK); then each chain's own bones take the first at which its tip reaches its goal, or,
+    where the shared bones alone bring it nearer, the first that takes it back out to its goal (so the tip is
+    at its goal wherever a fraction puts it there, and nearer as influence grows). Blending every bone by its
+    chains' mean influence instead let tips move away as influence grew, and a branch solved again from a
+    half-turned trunk turned up to 50 degrees past its influence-1 rotation."""
     pose_bones, names, index = tree.pose_bones, tree.names, tree.index
     full = np.array([adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))[:]
                      for pb in pose_bones])
@@ -160,7 +161,12 @@ def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: lis
             fraction[rows] = influences[i]
             continue
         low, high = (float(d) for d in distances(i, mixed(i, shared_fraction, np.array([0.0, 1.0]))))
-        fraction[rows] = first_fraction(lambda s, i=i: distances(i, mixed(i, shared_fraction, s)), goal[i], low, high)
+        if low > goal[i]:
+            fraction[rows] = first_fraction(lambda s, i=i: distances(i, mixed(i, shared_fraction, s)), goal[i], low,
+                                            high)
+        else:  # the shared bones alone bring the tip nearer: its own bones the first fraction back out to the goal
+            fraction[rows] = first_fraction(lambda s, i=i: -distances(i, mixed(i, shared_fraction, s)), -goal[i],
+                                            -low, -high)
     blended = blend_rotations(base, full, fraction)
     new: dict[str, np.ndarray] = {}
     for k, name in enumerate(names):
