@@ -345,9 +345,8 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
         if name in tree.stretching:
             # A bone's own factor is that of the segment it spans (bones with several children never grow).
             grow = float(result.bone_stretch[children_of[k][0]]) if len(children_of[k]) == 1 else 1.0
-            q, wanted = stretched_local(Matrix((above @ rel).tolist()), Matrix(unit_columns(m).tolist()),
-                                        Matrix(pre[name].tolist()), scales[name], grow)
-            scale = wanted
+            q, scale = stretched_local(Matrix((above @ rel).tolist()), Matrix(unit_columns(m).tolist()),
+                                       Matrix(pre[name].tolist()), scales[name], grow)
         else:
             q = adapter.rotation_of(np.linalg.inv(above @ rel) @ m)
         adapter.write_rotation(tree.pose_bones[k], q, tree.channels[k])

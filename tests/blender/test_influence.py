@@ -19,12 +19,13 @@ def arc_rig(name: str, n: int, bow: float = 0.25, length: float = 2.0):
                            for k in range(n)])
 
 
-def local_rotations(ob, n: int) -> list[Quaternion]:
-    """Each bone's evaluated rotation relative to its parent's, rest offsets removed."""
+def local_rotations(ob, n: int | list[str]) -> list[Quaternion]:
+    """Each bone's evaluated rotation relative to its parent's, rest offsets removed (bones ``b0..b<n-1>``, or
+    those named)."""
     ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
     out = []
-    for k in range(n):
-        pb = ev.pose.bones[f"b{k}"]
+    for name in n if isinstance(n, list) else [f"b{k}" for k in range(n)]:
+        pb = ev.pose.bones[name]
         above = pb.parent.matrix @ (pb.parent.bone.matrix_local.inverted() @ pb.bone.matrix_local) \
             if pb.parent else pb.bone.matrix_local
         out.append((above.inverted() @ pb.matrix).to_quaternion())
@@ -137,14 +138,8 @@ def tree_sweep(ob, chains, points, swept):
         for chain in swept:
             chain.influence = float(influence)
         bpy.context.view_layer.update()
-        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
         distances.append([float(np.linalg.norm(world_tail(ob, c.tip_bone) - p)) for c, p in zip(chains, points)])
-        local = []
-        for name in names:
-            pb = ev.pose.bones[name]
-            above = pb.parent.matrix @ (pb.parent.bone.matrix_local.inverted() @ pb.bone.matrix_local) \
-                if pb.parent else pb.bone.matrix_local
-            local.append((above.inverted() @ pb.matrix).to_quaternion())
+        local = local_rotations(ob, names)
         fk = local if fk is None else fk
         turns.append([math.degrees(a.rotation_difference(b).angle) for a, b in zip(fk, local)])
     return np.array(distances), np.array(turns)
