@@ -11,6 +11,7 @@ from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
 from ..solver.reach import format_distance
 from ..solver.rotations import matrix_from_two_vectors
+from ..solver.tree import PLANE_SLACK, off_plane
 from . import reach, small
 from .base_pose import base_channels, base_scale, restore_scale, stretched_local
 from .influence import GRID, blend_rotations, first_fraction, tip_distances
@@ -69,7 +70,8 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     result = _solve(arm, tree, goals, chains, plans)
     left_out = _limits_left_out(arm, chains, plans)
     _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None)
-    if left_out and not all(diagnostics.of(c).status == 'REACHED' for c in chains):
+    if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains)
+                     or _off_planes(arm, tree, goals, chains, plans) > PLANE_SLACK):
         _solve_with_every_limit(arm, tree, goals, result, chains, plans)
     influences = [settings_of(c, p).influence for c, p in zip(chains, plans)]
     if min(influences) < 1.0:
@@ -78,15 +80,17 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
 
 def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
                             plans: list[ChainPlan]) -> None:
-    """A branch solved again from where the tree put the shared bones missed, and the tree had placed them
-    without the branches' limits (free branches reach from more places than limited ones): solve the
-    tree again with every limit, where the fit places the shared bones so that the limited branches
-    reach (:mod:`.solver.tree_fit`); kept only where it leaves fewer chains short (a target beyond
-    reach is missed both ways, and the first solve's pose and status stand)."""
-    before = _misses(chains)
+    """A branch solved again from where the tree put the shared bones missed or left its pole's plane, and the
+    tree had placed them without the branches' limits (free branches reach from more places than limited ones,
+    and bend in their poles' planes from more): solve the tree again with every limit, where the fit places the
+    shared bones so that the limited branches reach, in their poles' planes (:mod:`.solver.tree_fit`); kept only
+    where it leaves fewer chains short, or as many and the branches nearer their planes (a target beyond reach
+    is missed both ways, and the first solve's pose and status stand)."""
+    before, off = _misses(chains), _off_planes(arm, tree, goals, chains, plans)
     again = _solve(arm, tree, goals, chains, plans, every_limit=True)
     _finish(arm, tree, goals, again, chains, plans, again.reached)
-    if _misses(chains) >= before:
+    misses = _misses(chains)
+    if misses > before or (misses == before and not _off_planes(arm, tree, goals, chains, plans) < off):
         _finish(arm, tree, goals, result, chains, plans, again.reached)
 
 
@@ -183,6 +187,29 @@ def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: lis
 def _misses(chains: list) -> int:
     """How many of ``chains`` missed their targets (the last solve's)."""
     return sum(diagnostics.of(c).status != 'REACHED' for c in chains)
+
+
+def _off_planes(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan]) -> float:
+    """The largest angle (degrees) of the bend of a branch solved again with a pole and a joint limit off its
+    pole's side of the plane of the branch's root, target and pole, as written (:func:`.solver.tree.off_plane`)."""
+    worst = 0.0
+    for i, (chain, plan) in enumerate(zip(chains, plans)):
+        bones = _branch(plan, plans)
+        if chain.pole is None or not _solved_again(arm, chain, plan, plans) or \
+                not arm.cache.limited[[arm.cache.index[b] for b in bones]].any():
+            continue
+        # The branch's joints from its rotations as the lone chain's solve wrote them (it records no matrices).
+        above = parent_matrix(arm, tree.data[tree.index[bones[0]]])
+        heads = []
+        for name in bones:
+            k = tree.index[name]
+            pb = tree.pose_bones[k]
+            q = adapter.quaternion_from_channels(pb.rotation_mode, adapter.read_rotation(pb))
+            above = above @ tree.rel[k] @ adapter.basis_matrix(tree.locations[k], q,
+                                                               tree.scales.get(name, tree.ev_bones[k].scale))
+            heads.append(above[:3, 3])
+        worst = max(worst, off_plane(np.array([*heads, goals.targets[i]]), goals.targets[i], goals.poles[i]))
+    return worst
 
 
 def _limits_left_out(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> bool:

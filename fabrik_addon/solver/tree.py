@@ -35,8 +35,12 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
-from .tree_fit import fit_tree, fits
+from .tree_fit import _exps, fit_tree, fits
 from .tree_settle import children_of, nearest_pose, nearest_turns
+
+# A limited pole branch whose bend lies more than this many degrees off its pole's side of the plane of its root,
+# target and pole (:func:`off_plane`) is fitted again with the plane held (:func:`_held_to_planes`; goal 1 degree).
+PLANE_SLACK = 0.1
 
 
 @dataclass(frozen=True)
@@ -168,7 +172,7 @@ def solve_tree(
     grow &= weight > 0.0
     if soft.any():
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
-    out, errors, iterations, settled, bodies = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole,
+    out, errors, iterations, settled, fitted = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole,
                                                                rigid_set, resolved, tolerance, int(max_iterations),
                                                                min_improvement)
     if grow.any():
@@ -178,7 +182,7 @@ def solve_tree(
         grown, tgt, stretch, bone_stretch = stretch_branches(out, parent, lengths, branches, given, tgt, soft, grow,
                                                              cap)
         lengths = lengths * bone_stretch
-        out, errors, used, settled, bodies = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole,
+        out, errors, used, settled, fitted = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole,
                                                              rigid_set, resolved, tolerance, int(max_iterations),
                                                              min_improvement)
         iterations += used
@@ -195,19 +199,21 @@ def solve_tree(
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
     settled = settled or bool(reached[weight > 0.0].all())
-    turns = None if resolved is None else bone_turns(out, pts, parent, rigid_set, resolved, bodies)
+    turns = None if resolved is None else bone_turns(out, pts, parent, rigid_set, resolved, *(fitted or ()))
     return TreeResult(out[:, :dim], errors, iterations, reached, stretch, bone_stretch, settled,  # type: ignore[arg-type]
                       turns)
 
 
 def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: set[int],
-               limits: LimitFrames, bodies: dict[int, np.ndarray] | None = None) -> np.ndarray:
+               limits: LimitFrames, bodies: dict[int, np.ndarray] | None = None,
+               rolls: dict[int, float] | None = None) -> np.ndarray:
     """``(J, 3, 3)``: the world turn from ``start`` to ``pose`` of the bone ending at each joint, as the
     passes and the fit measure the limits in it: a rigid body's children turn with the body
     (:func:`_place_rigid`'s turn, exact for a pose whose body is rigid), a HINGE bone is its limit frame
     turned about X, any other bone follows its direction by the least turn from its start frame
     (:meth:`.LimitFrames.frame_at`). ``bodies``: rigid bodies' turns where the fit gave them (a body whose
-    children leave one point rolls in the fit, which the pose does not record)."""
+    children leave one point rolls in the fit, which the pose does not record); ``rolls``: the roll (radians,
+    about its direction) of each bone above a hinge that the fit rolled (:func:`.tree_fit.fit_tree`)."""
     count = len(pose)
     children = children_of(parent)
     xs, ys, zs = pose[:, 0].tolist(), pose[:, 1].tolist(), pose[:, 2].tolist()
@@ -223,7 +229,10 @@ def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: s
             continue
         for j in kids:
             d = pose[j] - pose[p]
-            now[j] = limits.frame_at(now.get(p, limits.base_frame), j, d / np.linalg.norm(d))
+            d = d / np.linalg.norm(d)
+            now[j] = limits.frame_at(now.get(p, limits.base_frame), j, d)
+            if rolls and j in rolls:
+                now[j] = _exps(rolls[j] * d) @ now[j]  # as the fit rolled it
             turns[j] = now[j] @ limits.frames[j].T
     return turns
 
@@ -315,57 +324,138 @@ def _check_inputs(joints: object, parents: object, effectors: object, targets: o
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool, dict | None]:
+                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
     """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag and,
-    where it is a fit's, its rigid bodies' turns (:func:`_fitted`)."""
+    where it is a fit's, its rigid bodies' turns and rolls (:func:`.tree_fit.fit_tree`'s last two returns)."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
-    if limits is None or (errors[scored] <= tolerance).all():
+    if limits is None:
         return out, errors, iterations, settled, None
+    fitted = None
+    if not (errors[scored] <= tolerance).all():
+        out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args)
+    if pole is not None and fits(limits):
+        out, errors, fitted = _held_to_planes(out, errors, fitted, pts, parent, lengths, effector, tgt, weight, pole,
+                                              rigid, limits, tolerance)
+    return out, errors, iterations, settled, fitted
+
+
+def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bool, pts: np.ndarray,
+               args: tuple) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
+    """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted."""
+    parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
+    scored = weight > 0.0
     # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
     # tree turned to aim at the targets, rolled a quarter turn at a time, keep the best. Each pose the
     # passes leave short is fitted in swing coordinates (cones only: :mod:`.tree_fit`).
     fit = fits(limits)
-    bodies = None
+    fitted = None
     if fit:
-        out, errors, settled, bodies = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
+        out, errors, settled, fitted = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
                                                rigid, limits, tolerance)
     for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:
         again, again_errors, used, again_settled = _run(start, *args)
         iterations += used
-        again_bodies = None
+        again_fitted = None
         if fit and not (again_errors[scored] <= tolerance).all():
-            again, again_errors, again_settled, again_bodies = _fitted(again, again_errors, again_settled, pts, parent,
+            again, again_errors, again_settled, again_fitted = _fitted(again, again_errors, again_settled, pts, parent,
                                                                        lengths, effector, tgt, weight, rigid, limits,
                                                                        tolerance)
         if again_errors[scored].max(initial=0.0) < errors[scored].max(initial=0.0):
-            out, errors, settled, bodies = again, again_errors, again_settled, again_bodies
+            out, errors, settled, fitted = again, again_errors, again_settled, again_fitted
         if (errors[scored] <= tolerance).all():
             break
-    return out, errors, iterations, settled, bodies
+    return out, errors, iterations, settled, fitted
+
+
+def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, pts: np.ndarray, parent: np.ndarray,
+                    lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray,
+                    rigid: set[int], limits: TreeLimits,
+                    tolerance: float) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+    """The pose, or, where a limited pole branch's bend lies more than PLANE_SLACK off its pole's side of the
+    plane of its root, target and pole (:func:`off_plane`), the swing fit that holds it there too
+    (:func:`.tree_fit.fit_tree`'s ``planes``): from the passes' pose, then, while still off, from the start pose;
+    the one nearest the planes kept where it is nearer than the passes' pose and leaves no effector farther than
+    the tolerance or than it was.
+
+    The passes turn each pole branch to its pole, then keep its limits: where its cones forbid the plane from
+    where the shared bones are, the branch leaves it (a torso with coned upper arms: elbows 11.9 degrees off;
+    with hinged forearms too, 41), though a pose of the shared bones exists from which it need not. From the
+    passes' pose alone the fit settled short of reaching in the plane on 2 of 40 coned Ys (targets and poles
+    from poses inside the cones; branches of up to 4 bones); from the start pose too, on none.
+    """
+    planes = [(path, pole[k]) for path, k in _pole_branches(parent, children_of(parent), effector, pole, rigid)
+              if any(limits.limits[j] is not None for j in path[1:])]
+    before = _off_plane(out, planes, tgt, effector)
+    best = (before, out, errors, fitted)
+    scored = weight > 0.0
+    for start in (out, pts):
+        if best[0] <= PLANE_SLACK:
+            break
+        held, *turns = fit_tree(start, pts, parent, lengths, effector, tgt, weight,
+                                _body_turns(start, pts, parent, rigid), limits, tolerance, planes)
+        held_errors = np.linalg.norm(held[effector] - tgt, axis=1)
+        off = _off_plane(held, planes, tgt, effector)
+        if (held_errors[scored] <= np.maximum(errors[scored], tolerance)).all() and off < best[0]:
+            best = (off, held, held_errors, tuple(turns))
+    return best[1], best[2], best[3]
+
+
+def off_plane(joints: np.ndarray, target: np.ndarray, pole: np.ndarray) -> float:
+    """How far (degrees, seen from the root ``joints[0]``) a chain's bend lies from where its pole puts it: the
+    angle of the mean of the joints between its root and its tip ``joints[-1]`` off the pole's side of the plane
+    through the root, the target and the pole (on the other side, from the line from the root to the target,
+    the nearest point of that half). For two bones, the elbow's. 0 where the pole lies on that line."""
+    root = joints[0]
+    line = target - root
+    side = pole - root
+    bend = joints[1:-1].mean(axis=0) - root
+    if not (np.linalg.norm(line) > 0.0 and np.linalg.norm(bend) > 0.0):
+        return 0.0
+    line = line / np.linalg.norm(line)
+    side = side - (side @ line) * line
+    if not np.linalg.norm(side) > 0.0:
+        return 0.0
+    side = side / np.linalg.norm(side)
+    across = bend - (bend @ line) * line
+    away = float(np.linalg.norm(across)) if across @ side < 0.0 else abs(float(bend @ np.cross(line, side)))
+    return math.degrees(math.asin(min(1.0, away / float(np.linalg.norm(bend)))))
+
+
+def _off_plane(pose: np.ndarray, planes: list[tuple[list[int], np.ndarray]], tgt: np.ndarray,
+               effector: np.ndarray) -> float:
+    """:func:`off_plane`'s largest angle over the pole branches ``planes`` (path root first, pole) of ``pose``."""
+    row = {int(e): k for k, e in enumerate(effector)}
+    return max((off_plane(pose[path], tgt[row[path[-1]]], at) for path, at in planes), default=0.0)
 
 
 def _fitted(out: np.ndarray, errors: np.ndarray, settled: bool, pts: np.ndarray, parent: np.ndarray,
             lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, rigid: set[int],
-            limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool, dict | None]:
+            limits: TreeLimits, tolerance: float) -> tuple[np.ndarray, np.ndarray, bool, tuple | None]:
     """The passes' pose, or where the swing fit (:func:`.tree_fit.fit_tree`) takes it when that brings the
-    weighted effectors closer, with its rigid bodies' turns (None: the passes' pose). A kept fit has settled
+    weighted effectors closer, with its rigid bodies' turns and rolls (None: the passes' pose). A kept fit has settled
     (it stops at its own fixed point): a target beyond reach is "out of reach" even where the passes it started
     from ran out of iterations."""
-    children = children_of(parent)
-    turns = {}
-    for p in rigid:
-        if len(children[p]) >= 2:
-            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
-            turns[p] = _place_rigid(p, (children[p], pts[children[p]] - pts[p], np.ones(len(children[p]))),
-                                    xs, ys, zs)
-    fitted, bodies = fit_tree(out, pts, parent, lengths, effector, tgt, weight, turns, limits, tolerance)
+    fitted, *turns = fit_tree(out, pts, parent, lengths, effector, tgt, weight, _body_turns(out, pts, parent, rigid),
+                              limits, tolerance)
     fitted_errors = np.linalg.norm(fitted[effector] - tgt, axis=1)
     scored = weight > 0.0
     if fitted_errors[scored].max(initial=0.0) >= errors[scored].max(initial=0.0):
         return out, errors, settled, None
-    return fitted, fitted_errors, True, bodies
+    return fitted, fitted_errors, True, tuple(turns)
+
+
+def _body_turns(out: np.ndarray, pts: np.ndarray, parent: np.ndarray, rigid: set[int]) -> dict[int, np.ndarray]:
+    """Each rigid body's turn from the start ``pts`` to the passes' pose ``out`` (:func:`_place_rigid`)."""
+    children = children_of(parent)
+    turns = {}
+    for p in rigid:
+        if len(children[p]) >= 2:
+            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()  # each from the passes' pose
+            turns[p] = _place_rigid(p, (children[p], pts[children[p]] - pts[p], np.ones(len(children[p]))),
+                                    xs, ys, zs)
+    return turns
 
 
 def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:

@@ -8,7 +8,8 @@ alone. Here the whole tree moves at once: the least-squares fit of every effecto
 the swings of every bone (as :mod:`.swing` fits a lone chain: a cone is a convex region in its bone's
 swing coordinates, projected onto without a rim jump) and the turn of every rigid body, by projected
 Levenberg-Marquardt steps with the rims' normals held (:func:`.swing._constrained_step`), from the
-passes' best pose.
+passes' best pose. Asked to (``planes``), it also turns limited pole branches' bends onto their poles' sides of
+the planes through their roots and targets, moving the shared bones so that the branches' limits allow it.
 
 Coordinates: a bone whose parent joint is not rigid points along its limit frame (its parent bone's
 current frame turned by its rest offset) turned by its swing ``(u, v)``, and its frame follows its
@@ -20,7 +21,7 @@ measure it (a HINGE bone's frame is its limit frame turned about X by its angle,
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -47,6 +48,9 @@ PULL = 1e-9
 # moves more than :data:`.swing.STEP_TOL` (radians) in an accepted step, within MAX_STEPS steps.
 AIM = 0.01
 MAX_STEPS = 100
+# Weight of a pole branch's mean bend's offset from the pole's side of the plane of its root, target and pole
+# (against the effectors': both are lengths over the tree's length), where the fit is asked to hold it (``planes``).
+PLANE = 1.0
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
 PARALLEL = 1e-5
@@ -75,14 +79,21 @@ class _Coordinates:
     # third. The roll moves no child, but it turns the frames their limits are measured in (a Y's hinged
     # branches bend in planes the trunk's roll sets; held at the least turn, 8 of 40 reachable tip-poses missed).
     single: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]]  # body row -> (unit0, aim, side (2, 3))
+    # Bones above a hinge on a pole branch whose plane the fit holds (``fit_tree``'s ``planes``), with their own
+    # roll about their direction (a coordinate after the bodies' ones): a lone chain rolls such a bone so that
+    # its hinge bends toward where the branch must go (.limits.ResolvedLimits), and the rig layer solves the
+    # branch again as one. Held at the least turn, the hinge's plane stayed where the passes left it, and no
+    # pose of the shared bones let the branch bend in its pole's plane (torso elbows 24 degrees off it).
+    rolled: dict[int, int] = field(default_factory=dict)  # joint -> its roll's index among the rolls
 
     @property
     def size(self) -> int:
-        return 2 * len(self.swung) + 3 * len(self.bodies)
+        return 2 * len(self.swung) + 3 * len(self.bodies) + len(self.rolled)
 
     def turns(self, x: np.ndarray) -> np.ndarray:
         """The bodies' turns ``(K, B, 3, 3)`` from the start pose at coordinates ``x (K, size)``."""
-        w = x[:, 2 * len(self.swung):].reshape(len(x), len(self.bodies), 3)
+        start = 2 * len(self.swung)
+        w = x[:, start:start + 3 * len(self.bodies)].reshape(len(x), len(self.bodies), 3)
         turns = _exps(w) @ self.turn0[None]
         for b, (unit0, aim, side) in self.single.items():
             d = aim + w[:, b, :2] @ side
@@ -123,6 +134,9 @@ class _Coordinates:
                 start = lim.frames[j]
                 frames[j] = np.stack([_turned(lim.start_dirs[j], d, np.broadcast_to(start[:, c], (k, 3)))
                                       for c in range(3)], axis=-1)
+                if j in self.rolled:
+                    roll = x[:, self.size - len(self.rolled) + self.rolled[j]]
+                    frames[j] = _exps(roll[:, None] * d) @ frames[j]
         return out
 
     def effectors(self, x: np.ndarray) -> np.ndarray:
@@ -149,10 +163,14 @@ def fits(limits: LimitFrames) -> bool:
 
 def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
              targets: np.ndarray, weights: np.ndarray, bodies: dict[int, np.ndarray],
-             limits: LimitFrames, tolerance: float) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+             limits: LimitFrames, tolerance: float,
+             planes: list[tuple[list[int], np.ndarray]] | None = None
+             ) -> tuple[np.ndarray, dict[int, np.ndarray], dict[int, float]]:
     """The pose near ``pose (J, 3)`` (every limit kept) whose weighted effectors are nearest their targets,
-    and each rigid body's turn from ``start`` in it (a body whose children leave one point rolls here, which
-    its pose does not record).
+    each rigid body's turn from ``start`` in it (a body whose children leave one point rolls here, which
+    its pose does not record) and the roll of each bone above a hinge that rolls here (below). With
+    ``planes``, also the one whose pole branches bend nearest their poles' sides of the planes of their roots,
+    targets and poles.
 
     Parameters
     ----------
@@ -173,10 +191,20 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
         theirs (the rig layer solves hinged branches again as lone chains).
     tolerance : float
         The distance that counts as reached.
+    planes : list of (path, pole), optional
+        Pole branches: joint indices root first, ending at an effector (whose target is its row of
+        ``targets``), and the pole. The mean of the joints between the root and the effector is held toward
+        the pole's side of the plane through the root, the target and the pole (weight :data:`PLANE`), as a
+        lone chain's pole turns its bend: where the branches' cones keep a branch out of that plane from where
+        the passes put its root, the fit moves the shared bones so that it need not be. The bone above a
+        hinge on such a branch rolls about its direction, as a lone chain's does, so that the hinge bends
+        where the plane needs it.
 
     Returns
     -------
-    ndarray, shape (J, 3), and dict rigid joint -> ndarray (3, 3)
+    ndarray, shape (J, 3); dict rigid joint -> ndarray (3, 3); dict joint -> float
+        The pose, the bodies' turns and the rolls (radians, about the bone's direction, after its least turn
+        from its start frame) of the bones ending at the joints that roll.
     """
     par = [int(p) for p in parent]
     rigid = sorted(bodies)
@@ -196,10 +224,20 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
             aim = coords.turn0[b] @ unit[0]
             first = perpendicular(aim)
             coords.single[b] = unit[0], aim, np.array([first, np.cross(aim, first)])
+    for path, _ in planes or []:
+        for j in path[1:]:
+            p = par[j]
+            if isinstance(limits.limits[j], HingeLimit) and p in coords.slot and p in framed and \
+                    not isinstance(limits.limits[p], HingeLimit) and p not in coords.rolled:
+                coords.rolled[p] = len(coords.rolled)
     x = _coordinates_of(pose, coords)
     length = float(lengths.sum())
-    x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2)
-    return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0]))
+    rows = {int(e): k for k, e in enumerate(effector)}
+    held = [(path, targets[rows[path[-1]]], np.asarray(pole, dtype=np.float64)) for path, pole in planes or []]
+    x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2,
+                  held, PLANE / length)
+    rolls = {j: float(x[coords.size - len(coords.rolled) + r]) for j, r in coords.rolled.items()}
+    return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0])), rolls
 
 
 def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
@@ -223,20 +261,57 @@ def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
     return x
 
 
-def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: np.ndarray, aim: float) -> np.ndarray:
-    """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + PULL |x - x0|**2``
-    from ``x0 = x``, by damped Newton steps to a fixed point or until every scaled effector's squared
-    distance is within ``aim``."""
+def _plane_residuals(joints: np.ndarray, held: list[tuple[list[int], np.ndarray, np.ndarray]]) -> np.ndarray:
+    """Residuals ``(K, 3 H)`` of the held branches of ``joints (K, J, 3)`` against their poles: the offset of each
+    branch's mean bend (the mean of the joints between its root and its effector) from the pole's side of the
+    plane through the root, the target and the pole. That is its part across the line from the root to the
+    target less as long a step toward the pole: zero on the pole's side of the plane, twice its length across on
+    the other (the plane alone held a nearly straight torso arm with its elbow mirrored). Only the mean: a lone
+    chain's pole turns its bend rigidly to face the pole, so the joints of a branch that is not planar stay off
+    the plane (held there too, coned Ys stayed 22 degrees off). Zero where the pole lies on that line."""
+    out: list[np.ndarray] = []
+    for path, target, pole in held:
+        root = joints[:, path[0]]
+        line = target - root
+        line = line / np.sqrt(np.einsum("ki,ki->k", line, line))[:, None]
+        side = pole - root
+        side = side - np.einsum("ki,ki->k", side, line)[:, None] * line
+        size = np.sqrt(np.einsum("ki,ki->k", side, side))
+        side = side / np.where(size > 0.0, size, 1.0)[:, None] * (size > 0.0)[:, None]
+        bend = joints[:, path[1:-1]].mean(axis=1) - root
+        across = bend - np.einsum("ki,ki->k", bend, line)[:, None] * line
+        out.append(across - np.sqrt(np.einsum("ki,ki->k", across, across))[:, None] * side)
+    return np.concatenate(out, axis=1) if out else np.zeros((len(joints), 0))
+
+
+def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: np.ndarray, aim: float,
+              held: list[tuple[list[int], np.ndarray, np.ndarray]], plane_scale: float) -> np.ndarray:
+    """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + sum (plane_scale
+    residual)**2 + PULL |x - x0|**2`` (the ``held`` joints' :func:`_plane_residuals`) from ``x0 = x``, by
+    damped Newton steps to a fixed point or until every scaled effector's squared distance, and every scaled
+    held joint's, is within ``aim``."""
     ns, m = len(coords.swung), coords.size
     centre = x.copy()
     offsets = _stencil(m)[0]
+    effectors = 3 * len(coords.effector)
 
     def cost(residual: np.ndarray, at: np.ndarray) -> float:
         d = at - centre
         return float(residual @ residual) + PULL * float(d @ d)
 
+    def residuals(at: np.ndarray) -> np.ndarray:
+        """Residuals ``(K, R)`` at coordinates ``at (K, size)``: the scaled effectors' offsets, then the held
+        joints' scaled plane residuals."""
+        joints = coords.joints(at)
+        ends = ((joints[:, coords.effector] - targets) * scale).reshape(len(at), -1)
+        return np.concatenate([ends, plane_scale * _plane_residuals(joints, held)], axis=1)
+
     def residual_of(at: np.ndarray) -> np.ndarray:
-        return ((coords.effectors(at) - targets) * scale).ravel()
+        return residuals(at[None])[0]
+
+    def within(residual: np.ndarray) -> bool:
+        return (float((residual[:effectors].reshape(-1, 3) ** 2).sum(axis=1).max(initial=0.0)) <= aim
+                and float((residual[effectors:] ** 2).max(initial=0.0)) <= aim)
 
     def trial_of(at: np.ndarray, step: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
         trial = at + step
@@ -249,10 +324,9 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
     damping = 1e-6
     eye = np.eye(m)
     for _ in range(MAX_STEPS):
-        if float((residual.reshape(-1, 3) ** 2).sum(axis=1).max()) <= aim:
+        if within(residual):
             break
-        ends = coords.joints(x[None] + offsets)[:, coords.effector] * scale[None]
-        jac, second = central_differences(ends.reshape(len(offsets), -1), m)
+        jac, second = central_differences(residuals(x[None] + offsets), m)
         gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
         # Newton's Hessian, the effectors' curvature included, as the lone chain's fit (.swing._minimise): beyond
         # reach the residuals stay large, and Gauss-Newton alone crawled: 47 of 70 fits of coned Ys, forks and torsos

@@ -199,9 +199,9 @@ def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_
         steps[0] += 1
         return step(*args, **kwargs)
 
-    def recorded(x, coords, targets, scale, aim):
+    def recorded(x, coords, targets, scale, aim, *planes):
         steps[0] = 0
-        out = minimise(x, coords, targets, scale, aim)
+        out = minimise(x, coords, targets, scale, aim, *planes)
         runs.append((x.copy(), out, coords, targets, scale, steps[0]))
         return out
 
@@ -233,3 +233,74 @@ def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_
     assert len(runs) >= 60
     assert out_of_steps <= 0.1 * len(runs), (out_of_steps, len(runs))
     assert worst <= 1e-11, worst
+
+
+def excess_in_turns(tree_limits, pose, parents, turns):
+    """Largest excess over the limits of ``pose`` measured in the frames ``turns`` (``TreeResult.turns``: each
+    bone's world turn from the start) say the bones have: a bone that rolled carries its children's limits."""
+    worst = -1.0
+    for j in range(1, len(pose)):
+        p = parents[j]
+        limit = tree_limits.limits[j]
+        if limit is None:
+            continue
+        above = tree_limits.base_frame if p == 0 else turns[p] @ tree_limits.frames[p]
+        d = (pose[j] - pose[p]) / np.linalg.norm(pose[j] - pose[p])
+        worst = max(worst, limit.excess(tree_limits.limit_frame(above, j).T @ d))
+    return worst
+
+
+def pole_side_degrees(root, target, pole, bend):
+    """Angle (seen from the root) of ``bend`` off the half of the plane through root, target and pole that
+    holds the pole."""
+    line = (target - root) / np.linalg.norm(target - root)
+    side = pole - root - ((pole - root) @ line) * line
+    side /= np.linalg.norm(side)
+    d = bend - root
+    across = d - (d @ line) * line
+    away = np.linalg.norm(across) if across @ side < 0.0 else abs(d @ np.cross(line, side))
+    return np.degrees(np.arcsin(min(1.0, away / np.linalg.norm(d))))
+
+
+@pytest.mark.parametrize(("make", "seed", "off"), [(coned_torso, 3, 0), (coned_y, 3, 0), (coned_y, 5, 0),
+                                                   (hinged_y, 3, 1), (hinged_y, 5, 0)],
+                         ids=["torso, cones", "Y, cones", "Y, cones, another seed", "Y, cones and hinges",
+                              "Y, cones and hinges, another seed"])
+def test_limited_pole_branches_bend_in_their_pole_planes(make, seed, off):
+    """Targets and poles from poses inside every limit (each pole on its branch's side of the plane through the
+    branch's root and target, in the plane of its mean bend), 40 trees: every target reached, each branch's mean
+    bend within 1 degree of its pole's side of the plane through root, target and pole on all but ``off`` trees,
+    and no limit exceeded in the frames the result reports (the bone above a hinge may roll, as on lone chains).
+    The passes turned each branch to its pole and then kept its cones, which took it out of the plane: up to
+    22 degrees on coned Ys (6 of 40 trees off), 10.4 with hinges (2 of 40). Left: one hinge-tipped Y of seed 3,
+    8.5 degrees off (both fits settle short of reaching in the plane)."""
+    rng = np.random.default_rng(seed)
+    worst = []
+    for _ in range(40):
+        joints, parents, effectors, limits, rigid = make(rng)
+        tree_limits = resolve_tree_limits(limits, joints, parents)
+        pose = inside_pose(rng, joints, parents, tree_limits, {p: random_turn(rng) for p in rigid})
+        targets = pose[effectors]
+        branches, poles = [], []
+        for e in effectors:
+            path = [e]
+            while parents[path[-1]] > 0 and sum(p == parents[path[-1]] for p in parents) == 1:
+                path.append(parents[path[-1]])
+            if parents[path[-1]] not in rigid:
+                path.append(parents[path[-1]])
+            path.reverse()
+            root, bend = pose[path[0]], pose[path[1:-1]].mean(axis=0)
+            line = (pose[e] - root) / np.linalg.norm(pose[e] - root)
+            out = bend - root - ((bend - root) @ line) * line
+            branches.append(path)
+            poles.append(bend + out / np.linalg.norm(out))
+        tolerance = 1e-3 * lengths(joints, parents).sum()
+        result = solve_tree(joints, parents, effectors, targets, limits=limits, rigid=rigid, tolerance=tolerance,
+                            poles=np.array(poles))
+        assert result.reached.all()
+        assert excess_in_turns(tree_limits, result.joints, parents, result.turns) <= 1e-6
+        np.testing.assert_allclose(lengths(result.joints, parents), lengths(joints, parents), rtol=1e-9)
+        worst.append(max(pole_side_degrees(result.joints[path[0]], target, pole,
+                                           result.joints[path[1:-1]].mean(axis=0))
+                          for path, target, pole in zip(branches, targets, poles)))
+    assert sum(w > 1.0 for w in worst) <= off, sorted(worst)[-3:]
