@@ -141,3 +141,16 @@ def random_fork(rng: np.random.Generator, branches: int = 3) -> tuple[np.ndarray
             previous = len(joints) - 1
         effectors.append(previous)
     return np.array(joints), parents, effectors
+
+
+def pole_side_degrees(root, target, pole, bend) -> float:
+    """Angle (seen from the root) of ``bend`` (an elbow, or a branch's mean bend) off the half of the plane through
+    root, target and pole that holds the pole: off the plane, or, on its other side, across the line from the root
+    to the target (a mirrored elbow). The tests' own measure, written apart from the solver's ``off_plane``."""
+    line = (target - root) / np.linalg.norm(target - root)
+    side = pole - root - ((pole - root) @ line) * line
+    side /= np.linalg.norm(side)
+    d = bend - root
+    across = d - (d @ line) * line
+    away = np.linalg.norm(across) if across @ side < 0.0 else abs(d @ np.cross(line, side))
+    return float(np.degrees(np.arcsin(min(1.0, away / np.linalg.norm(d)))))

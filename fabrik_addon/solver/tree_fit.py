@@ -51,6 +51,10 @@ MAX_STEPS = 100
 # Weight of a pole branch's mean bend's offset from the pole's side of the plane of its root, target and pole
 # (against the effectors': both are lengths over the tree's length), where the fit is asked to hold it (``planes``).
 PLANE = 1.0
+# ... and the pull toward the start of a fit that holds them (first of two; see ``fit_tree``): large enough to
+# settle the poses that reach in the planes onto one (1e-6 and less ran out of steps on torsos with hinged
+# forearms), small enough to leave the bends within 0.1 degree of their planes (1e-5: 0.08).
+HELD_PULL = 1e-5
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
 PARALLEL = 1e-5
@@ -234,8 +238,13 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     length = float(lengths.sum())
     rows = {int(e): k for k, e in enumerate(effector)}
     held = [(path, targets[rows[path[-1]]], np.asarray(pole, dtype=np.float64)) for path, pole in planes or []]
-    x = _minimise(x, coords, targets, np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2,
-                  held, PLANE / length)
+    scale, aim = np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2
+    if held:
+        # A pull that picks one of the poses that reach in the planes (a torso or a Y reaches its targets with
+        # its bends in their planes in many poses; wherever the fit stopped inside the aim, a rotation mode's
+        # float rounding of the pose without IK moved the tree by up to 0.14), then the usual fit from there.
+        x = _minimise(x, coords, targets, scale, aim, held, PLANE / length, HELD_PULL)
+    x = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
     rolls = {j: float(x[coords.size - len(coords.rolled) + r]) for j, r in coords.rolled.items()}
     return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0])), rolls
 
@@ -285,9 +294,10 @@ def _plane_residuals(joints: np.ndarray, held: list[tuple[list[int], np.ndarray,
 
 
 def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: np.ndarray, aim: float,
-              held: list[tuple[list[int], np.ndarray, np.ndarray]], plane_scale: float) -> np.ndarray:
+              held: list[tuple[list[int], np.ndarray, np.ndarray]], plane_scale: float,
+              pull: float = PULL) -> np.ndarray:
     """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + sum (plane_scale
-    residual)**2 + PULL |x - x0|**2`` (the ``held`` joints' :func:`_plane_residuals`) from ``x0 = x``, by
+    residual)**2 + pull |x - x0|**2`` (the ``held`` joints' :func:`_plane_residuals`) from ``x0 = x``, by
     damped Newton steps to a fixed point or until every scaled effector's squared distance, and every scaled
     held joint's, is within ``aim``."""
     ns, m = len(coords.swung), coords.size
@@ -297,7 +307,7 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
 
     def cost(residual: np.ndarray, at: np.ndarray) -> float:
         d = at - centre
-        return float(residual @ residual) + PULL * float(d @ d)
+        return float(residual @ residual) + pull * float(d @ d)
 
     def residuals(at: np.ndarray) -> np.ndarray:
         """Residuals ``(K, R)`` at coordinates ``at (K, size)``: the scaled effectors' offsets, then the held
@@ -327,12 +337,12 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
         if within(residual):
             break
         jac, second = central_differences(residuals(x[None] + offsets), m)
-        gradient = 2.0 * (jac.T @ residual + PULL * (x - centre))
+        gradient = 2.0 * (jac.T @ residual + pull * (x - centre))
         # Newton's Hessian, the effectors' curvature included, as the lone chain's fit (.swing._minimise): beyond
         # reach the residuals stay large, and Gauss-Newton alone crawled: 47 of 70 fits of coned Ys, forks and torsos
         # with targets 0.3-1.3 lengths out ran out of steps, still moving (solves of 0.74-1.6 s; now 1 of 70,
         # 73-185 ms). Where the fit reaches it costs 1.4-2.0x as much a fit (docs/trees.md).
-        hessian = 2.0 * (jac.T @ jac + np.einsum("k,kij->ij", residual, second) + PULL * eye)
+        hessian = 2.0 * (jac.T @ jac + np.einsum("k,kij->ij", residual, second) + pull * eye)
         normals = _rim_terms(x[:2 * ns].reshape(ns, 2), gradient, hessian, coords.cones)
         for i in coords.locked:  # no step along these
             gradient[i] = 0.0

@@ -9,7 +9,7 @@ from fabrik_addon.solver import HingeLimit, resolve_tree_limits, solve_tree, tre
 from fabrik_addon.solver.rotations import matrix_from_two_vectors
 from fabrik_addon.solver.swing import _project
 from rigkit.limited import inside_direction, random_cones
-from rigkit.trees import random_fork, random_y_tree, torso
+from rigkit.trees import pole_side_degrees, random_fork, random_y_tree, torso
 
 
 def lengths(joints, parents):
@@ -248,18 +248,6 @@ def excess_in_turns(tree_limits, pose, parents, turns):
         d = (pose[j] - pose[p]) / np.linalg.norm(pose[j] - pose[p])
         worst = max(worst, limit.excess(tree_limits.limit_frame(above, j).T @ d))
     return worst
-
-
-def pole_side_degrees(root, target, pole, bend):
-    """Angle (seen from the root) of ``bend`` off the half of the plane through root, target and pole that
-    holds the pole."""
-    line = (target - root) / np.linalg.norm(target - root)
-    side = pole - root - ((pole - root) @ line) * line
-    side /= np.linalg.norm(side)
-    d = bend - root
-    across = d - (d @ line) * line
-    away = np.linalg.norm(across) if across @ side < 0.0 else abs(d @ np.cross(line, side))
-    return np.degrees(np.arcsin(min(1.0, away / np.linalg.norm(d))))
 
 
 @pytest.mark.parametrize(("make", "seed", "off"), [(coned_torso, 3, 0), (coned_y, 3, 0), (coned_y, 5, 0),
