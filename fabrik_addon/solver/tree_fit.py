@@ -51,9 +51,9 @@ MAX_STEPS = 100
 # Weight of a pole branch's mean bend's offset from the pole's side of the plane of its root, target and pole
 # (against the effectors': both are lengths over the tree's length), where the fit is asked to hold it (``planes``).
 PLANE = 1.0
-# ... and the pull toward the start of a fit that holds them (first of two; see ``fit_tree``): large enough to
-# settle the poses that reach in the planes onto one (1e-6 and less ran out of steps on torsos with hinged
-# forearms), small enough to leave the bends within 0.1 degree of their planes (1e-5: 0.08).
+# ... and the pull toward the start of the first of a held fit's two runs (``fit_tree``): large enough to settle
+# the poses that reach in the planes onto one (1e-6 and less ran out of steps on torsos with hinged forearms);
+# the second run, at PULL, takes its offset back out (bends 0.08 degree off their planes after the first alone).
 HELD_PULL = 1e-5
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
@@ -277,12 +277,13 @@ def _plane_residuals(joints: np.ndarray, held: list[tuple[list[int], np.ndarray,
     target less as long a step toward the pole: zero on the pole's side of the plane, twice its length across on
     the other (the plane alone held a nearly straight torso arm with its elbow mirrored). Only the mean: a lone
     chain's pole turns its bend rigidly to face the pole, so the joints of a branch that is not planar stay off
-    the plane (held there too, coned Ys stayed 22 degrees off). Zero where the pole lies on that line."""
+    the plane (held there too, coned Ys stayed 22 degrees off). Zero where the pole lies on that line (or the
+    target on the root)."""
     out: list[np.ndarray] = []
     for path, target, pole in held:
         root = joints[:, path[0]]
         line = target - root
-        line = line / np.sqrt(np.einsum("ki,ki->k", line, line))[:, None]
+        line = line / np.maximum(np.sqrt(np.einsum("ki,ki->k", line, line)), np.finfo(float).tiny)[:, None]
         side = pole - root
         side = side - np.einsum("ki,ki->k", side, line)[:, None] * line
         size = np.sqrt(np.einsum("ki,ki->k", side, side))
@@ -297,9 +298,9 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
               held: list[tuple[list[int], np.ndarray, np.ndarray]], plane_scale: float,
               pull: float = PULL) -> np.ndarray:
     """Coordinates inside the cones minimising ``sum |scale (effector - target)|**2 + sum (plane_scale
-    residual)**2 + pull |x - x0|**2`` (the ``held`` joints' :func:`_plane_residuals`) from ``x0 = x``, by
+    residual)**2 + pull |x - x0|**2`` (the ``held`` branches' :func:`_plane_residuals`) from ``x0 = x``, by
     damped Newton steps to a fixed point or until every scaled effector's squared distance, and every scaled
-    held joint's, is within ``aim``."""
+    plane residual's square, is within ``aim``."""
     ns, m = len(coords.swung), coords.size
     centre = x.copy()
     offsets = _stencil(m)[0]
@@ -311,7 +312,7 @@ def _minimise(x: np.ndarray, coords: _Coordinates, targets: np.ndarray, scale: n
 
     def residuals(at: np.ndarray) -> np.ndarray:
         """Residuals ``(K, R)`` at coordinates ``at (K, size)``: the scaled effectors' offsets, then the held
-        joints' scaled plane residuals."""
+        branches' scaled plane residuals."""
         joints = coords.joints(at)
         ends = ((joints[:, coords.effector] - targets) * scale).reshape(len(at), -1)
         return np.concatenate([ends, plane_scale * _plane_residuals(joints, held)], axis=1)
