@@ -68,25 +68,26 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     tree = _pose_without_ik(arm, chains, plans)
     goals = _goals(arm, tree, chains, plans)
     result = _solve(arm, tree, goals, chains, plans)
-    left_out = _limits_left_out(arm, chains, plans)
+    left_out = any(_limited_again(arm, c, p, plans) for c, p in zip(chains, plans))
     _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None)
-    if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains)
-                     or _off_planes(arm, tree, goals, chains, plans) > PLANE_SLACK):
-        _solve_with_every_limit(arm, tree, goals, result, chains, plans)
+    off = _off_planes(arm, tree, goals, chains, plans) if left_out else 0.0
+    if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains) or off > PLANE_SLACK):
+        _solve_with_every_limit(arm, tree, goals, result, chains, plans, off)
     influences = [settings_of(c, p).influence for c, p in zip(chains, plans)]
     if min(influences) < 1.0:
         _blend_influence(arm, tree, goals, chains, plans, influences)
 
 
 def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
-                            plans: list[ChainPlan]) -> None:
+                            plans: list[ChainPlan], off: float) -> None:
     """A branch solved again from where the tree put the shared bones missed or left its pole's plane, and the
     tree had placed them without the branches' limits (free branches reach from more places than limited ones,
     and bend in their poles' planes from more): solve the tree again with every limit, where the fit places the
     shared bones so that the limited branches reach, in their poles' planes (:mod:`.solver.tree_fit`); kept only
     where it leaves fewer chains short, or as many and the branches nearer their planes (a target beyond reach
-    is missed both ways, and the first solve's pose and status stand)."""
-    before, off = _misses(chains), _off_planes(arm, tree, goals, chains, plans)
+    is missed both ways, and the first solve's pose and status stand). ``off``: the first solve's
+    :func:`_off_planes`."""
+    before = _misses(chains)
     again = _solve(arm, tree, goals, chains, plans, every_limit=True)
     _finish(arm, tree, goals, again, chains, plans, again.reached)
     misses = _misses(chains)
@@ -195,8 +196,7 @@ def _off_planes(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, pl
     worst = 0.0
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         bones = _branch(plan, plans)
-        if chain.pole is None or not _solved_again(arm, chain, plan, plans) or \
-                not arm.cache.limited[[arm.cache.index[b] for b in bones]].any():
+        if chain.pole is None or not _limited_again(arm, chain, plan, plans):
             continue
         # The branch's joints from its rotations as the lone chain's solve wrote them (it records no matrices).
         above = parent_matrix(arm, tree.data[tree.index[bones[0]]])
@@ -212,11 +212,11 @@ def _off_planes(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, pl
     return worst
 
 
-def _limits_left_out(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> bool:
-    """Whether the tree's solve left out joint limits of branches solved again as lone chains."""
-    limited = arm.cache.limited
-    return any(_solved_again(arm, c, p, plans) and limited[[arm.cache.index[b] for b in _branch(p, plans)]].any()
-               for c, p in zip(chains, plans))
+def _limited_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:
+    """Whether the chain's branch is solved again as a lone chain (:func:`_solved_again`) and carries a joint
+    limit, which the tree's first solve leaves out."""
+    return _solved_again(arm, chain, plan, plans) and \
+        bool(arm.cache.limited[[arm.cache.index[b] for b in _branch(plan, plans)]].any())
 
 
 def _finish(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,

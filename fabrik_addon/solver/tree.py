@@ -35,7 +35,7 @@ from .soft import (
     stretch_branches,
     tree_branches,
 )
-from .tree_fit import _exps, fit_tree, fits
+from .tree_fit import _exps, fit_tree, fits, pole_sides
 from .tree_settle import children_of, nearest_pose, nearest_turns
 
 # A limited pole branch whose bend lies more than this many degrees off its pole's side of the plane of its root,
@@ -410,16 +410,11 @@ def off_plane(joints: np.ndarray, target: np.ndarray, pole: np.ndarray) -> float
     through the root, the target and the pole (on the other side, from the line from the root to the target,
     the nearest point of that half). For two bones, the elbow's. 0 where the pole lies on that line."""
     root = joints[0]
-    line = target - root
-    side = pole - root
     bend = joints[1:-1].mean(axis=0) - root
-    if not (np.linalg.norm(line) > 0.0 and np.linalg.norm(bend) > 0.0):
+    lines, sides = pole_sides(root[None], target, pole)
+    line, side = lines[0], sides[0]
+    if not (np.linalg.norm(line) > 0.0 and np.linalg.norm(bend) > 0.0 and np.linalg.norm(side) > 0.0):
         return 0.0
-    line = line / np.linalg.norm(line)
-    side = side - (side @ line) * line
-    if not np.linalg.norm(side) > 0.0:
-        return 0.0
-    side = side / np.linalg.norm(side)
     across = bend - (bend @ line) * line
     away = float(np.linalg.norm(across)) if across @ side < 0.0 else abs(float(bend @ np.cross(line, side)))
     return math.degrees(math.asin(min(1.0, away / float(np.linalg.norm(bend)))))

@@ -270,6 +270,18 @@ def _coordinates_of(pose: np.ndarray, coords: _Coordinates) -> np.ndarray:
     return x
 
 
+def pole_sides(root: np.ndarray, target: np.ndarray, pole: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For roots ``(K, 3)``: the unit direction from each root to ``target`` (0 where they meet) and the unit
+    direction of the pole's offset across that line (0 where the pole lies on it), ``(K, 3)`` each: the pole's
+    side of the plane through root, target and pole (:func:`_plane_residuals`, :func:`.tree.off_plane`)."""
+    line = target - root
+    line = line / np.maximum(np.sqrt(np.einsum("ki,ki->k", line, line)), np.finfo(float).tiny)[:, None]
+    side = pole - root
+    side = side - np.einsum("ki,ki->k", side, line)[:, None] * line
+    size = np.sqrt(np.einsum("ki,ki->k", side, side))
+    return line, side / np.where(size > 0.0, size, 1.0)[:, None] * (size > 0.0)[:, None]
+
+
 def _plane_residuals(joints: np.ndarray, held: list[tuple[list[int], np.ndarray, np.ndarray]]) -> np.ndarray:
     """Residuals ``(K, 3 H)`` of the held branches of ``joints (K, J, 3)`` against their poles: the offset of each
     branch's mean bend (the mean of the joints between its root and its effector) from the pole's side of the
@@ -282,12 +294,7 @@ def _plane_residuals(joints: np.ndarray, held: list[tuple[list[int], np.ndarray,
     out: list[np.ndarray] = []
     for path, target, pole in held:
         root = joints[:, path[0]]
-        line = target - root
-        line = line / np.maximum(np.sqrt(np.einsum("ki,ki->k", line, line)), np.finfo(float).tiny)[:, None]
-        side = pole - root
-        side = side - np.einsum("ki,ki->k", side, line)[:, None] * line
-        size = np.sqrt(np.einsum("ki,ki->k", side, side))
-        side = side / np.where(size > 0.0, size, 1.0)[:, None] * (size > 0.0)[:, None]
+        line, side = pole_sides(root, target, pole)
         bend = joints[:, path[1:-1]].mean(axis=1) - root
         across = bend - np.einsum("ki,ki->k", bend, line)[:, None] * line
         out.append(across - np.sqrt(np.einsum("ki,ki->k", across, across))[:, None] * side)
