@@ -69,7 +69,7 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     goals = _goals(arm, tree, chains, plans)
     result = _solve(arm, tree, goals, chains, plans)
     left_out = any(_limited_again(arm, c, p, plans) for c, p in zip(chains, plans))
-    _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None)
+    _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None, not left_out)
     off = _off_planes(arm, tree, goals, chains, plans) if left_out else 0.0
     if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains) or off > PLANE_SLACK):
         _solve_with_every_limit(arm, tree, goals, result, chains, plans, off)
@@ -89,10 +89,10 @@ def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, resu
     :func:`_off_planes`."""
     before = _misses(chains)
     again = _solve(arm, tree, goals, chains, plans, every_limit=True)
-    _finish(arm, tree, goals, again, chains, plans, again.reached)
+    _finish(arm, tree, goals, again, chains, plans, again.reached, True)
     misses = _misses(chains)
     if misses > before or (misses == before and not _off_planes(arm, tree, goals, chains, plans) < off):
-        _finish(arm, tree, goals, result, chains, plans, again.reached)
+        _finish(arm, tree, goals, result, chains, plans, again.reached, False)
 
 
 def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan],
@@ -220,9 +220,10 @@ def _limited_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[Chain
 
 
 def _finish(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
-            plans: list[ChainPlan], reachable: np.ndarray | None) -> None:
+            plans: list[ChainPlan], reachable: np.ndarray | None, every_limit: bool) -> None:
     """Write the tree's pose, say each chain's status, and solve each chain's branch again (``reachable``:
-    per chain, whether a solve of the tree with every joint limit reached its target)."""
+    per chain, whether a solve of the tree with every joint limit reached its target; ``every_limit``:
+    ``result`` is such a solve)."""
     new = _write(arm, tree, goals, result, chains, plans)
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         tip = plan.bones[-1]
@@ -238,7 +239,7 @@ def _finish(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, 
             reach.explain_branch(chain, plan, tree.names, goals.joints, goals.parents, goals.effectors[i], result,
                                  goals.targets[i], goals.poles[i], goals.limits, arm.scale,
                                  max(c.iterations for c in chains), plan.length)
-    _solve_branches(arm, chains, plans, result, reachable)
+    _solve_branches(arm, chains, plans, result, reachable, every_limit)
 
 
 def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> _Tree:
@@ -387,7 +388,7 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
 
 
 def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], result: TreeResult,
-                    reachable: np.ndarray | None) -> None:
+                    reachable: np.ndarray | None, every_limit: bool) -> None:
     """Each chain's own bones below the ones it shares, solved again as a lone chain (:mod:`.small`) from
     where the tree put the bone above them: a pole rolls the branch, hinges turn about X in their plane
     and the curled start makes the branch a function of its target, as on a lone chain.
@@ -400,6 +401,13 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
     a lone chain says it) or a solve of the tree with every joint limit reached that chain's target
     (``reachable``: the target is; the message says that the branch's own solve missed it); "out of reach"
     otherwise.
+
+    Where the tree was solved with every joint limit (``every_limit``) and reached the chain's target, and the
+    branch's own solve misses it, the branch keeps the tree's pose (limits kept, in its pole's plane where the
+    fit held it there: :mod:`.solver.tree_fit`). The two measure the branch's limits from different starts: the
+    tree turns each bone from its pose without IK under the unturned trunk, the lone chain from its pose
+    without IK under the trunk as solved, so the bone above a branch's cone can sit at another roll. A Y with
+    a coned 2-bone trunk missed a reachable target by 7.5 cm that way, 7.3 cm in another rotation mode.
     """
     rig_cache = arm.cache
     for i, (chain, plan) in enumerate(zip(chains, plans)):
@@ -415,8 +423,14 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
                            match_rotation=plan.match_rotation,
                            length=plan.length,  # the tolerance is a fraction of the whole chain's length
                            settings=replace(settings_of(chain, plan), influence=1.0))  # blended with the tree's
+        tree_pose = _branch_pose(arm, branch.bones) if every_limit and bool(result.reached[i]) else None
+        tree_status = replace(diagnostics.of(chain))  # a copy: the solve below records anew
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
+        if tree_pose is not None and entry.status != 'REACHED' and tree_status.status == 'REACHED':
+            _restore_branch_pose(arm, tree_pose)
+            set_status(chain, tree_status.status, tree_status.message, tree_status.error, tree_status.iterations)
+            continue
         if entry.status != 'UNREACHABLE':
             continue
         if not result.converged:
@@ -428,6 +442,19 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
             set_status(chain, 'NOT_CONVERGED', f"Branch '{chain.name}': did not converge: its own solve stops "
                        f"{format_distance(entry.error)} short of a target the tree reaches with every joint limit "
                        "(more iterations do not help)", entry.error, result.iterations)
+
+
+def _branch_pose(arm: ArmatureFrame, bones: list[str]) -> list[tuple]:
+    """The branch's written rotation channels and armature-space matrices (:func:`_restore_branch_pose`)."""
+    return [(arm.bones[name], tuple(adapter.read_rotation(arm.bones[name])), arm.new_matrices.get(name))
+            for name in bones]
+
+
+def _restore_branch_pose(arm: ArmatureFrame, pose: list[tuple]) -> None:
+    for pose_bone, channels, matrix in pose:
+        setattr(pose_bone, adapter.rotation_path(pose_bone.rotation_mode), channels)
+        if matrix is not None:
+            arm.new_matrices[pose_bone.name] = matrix
 
 
 def _solved_again(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan]) -> bool:
