@@ -51,9 +51,9 @@ MAX_STEPS = 100
 # Weight of a pole branch's mean bend's offset from the pole's side of the plane of its root, target and pole
 # (against the effectors': both are lengths over the tree's length), where the fit is asked to hold it (``planes``).
 PLANE = 1.0
-# ... and the pull toward the start of the first of a held fit's two runs (``fit_tree``): large enough to settle
-# the poses that reach in the planes onto one (1e-6 and less ran out of steps on torsos with hinged forearms);
-# the second run, at PULL, takes its offset back out (bends 0.08 degree off their planes after the first alone).
+# ... and the pull toward the start that picks one of many poses that reach (``fit_tree``): large enough to settle
+# onto one (1e-6 and less ran out of steps on torsos with hinged forearms); it leaves held bends up to 0.13 degree
+# off their planes, and effectors up to about a tolerance short, where it reaches.
 HELD_PULL = 1e-5
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
@@ -239,12 +239,26 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     rows = {int(e): k for k, e in enumerate(effector)}
     held = [(path, targets[rows[path[-1]]], np.asarray(pole, dtype=np.float64)) for path, pole in planes or []]
     scale, aim = np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2
+
+    def reached(at: np.ndarray) -> bool:
+        return bool((np.linalg.norm(coords.effectors(at) - targets, axis=1)[weights > 0.0] <= tolerance).all())
+
+    # Where the targets can be reached, many poses reach them (and, with ``planes``, bend in the planes: a torso,
+    # a Y), and a fit stopped wherever it first came within its aim, which a rotation mode's float rounding of the
+    # pose without IK moves (a torso 0.14 apart, a Y on a coned trunk 6.1e-3). A pull toward the start to its fixed
+    # point picks one. Held: the pull first, kept where it reaches (run on from there, a fit crawled along the
+    # planes for 100 steps and ended 5.9e-2 apart). Free: the fit first, and where it reaches, again from the pull's
+    # pose (the pull costs its steps only there). Beyond reach the fit's minimum is one pose.
     if held:
-        # A pull that picks one of the poses that reach in the planes (a torso or a Y reaches its targets with
-        # its bends in their planes in many poses; wherever the fit stopped inside the aim, a rotation mode's
-        # float rounding of the pose without IK moved the tree by up to 0.14), then the usual fit from there.
         x = _minimise(x, coords, targets, scale, aim, held, PLANE / length, HELD_PULL)
-    x = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
+        if not reached(x):
+            x = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
+    else:
+        fitted = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
+        if reached(fitted):
+            fitted = _minimise(_minimise(x, coords, targets, scale, aim, held, PLANE / length, HELD_PULL), coords,
+                               targets, scale, aim, held, PLANE / length)
+        x = fitted
     rolls = {j: float(x[coords.size - len(coords.rolled) + r]) for j, r in coords.rolled.items()}
     return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0])), rolls
 

@@ -199,10 +199,10 @@ def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_
         steps[0] += 1
         return step(*args, **kwargs)
 
-    def recorded(x, coords, targets, scale, aim, *planes):
+    def recorded(x, coords, targets, scale, aim, held, plane_scale, pull=tree_fit.PULL):
         steps[0] = 0
-        out = minimise(x, coords, targets, scale, aim, *planes)
-        runs.append((x.copy(), out, coords, targets, scale, steps[0]))
+        out = minimise(x, coords, targets, scale, aim, held, plane_scale, pull)
+        runs.append((x.copy(), out, coords, targets, scale, steps[0], pull))
         return out
 
     monkeypatch.setattr(tree_fit, "_minimise", recorded)
@@ -216,13 +216,13 @@ def test_a_coned_tree_fit_beyond_reach_settles_where_no_allowed_move_lowers_its_
         solve_tree(joints, parents, effectors, targets, limits=limits, rigid=rigid, tolerance=1e-3 * length,
                    max_iterations=100)
     out_of_steps, worst = 0, 0.0
-    for x0, x, coords, targets, scale, used in runs:
+    for x0, x, coords, targets, scale, used, pull in runs:
         if used >= tree_fit.MAX_STEPS:
             out_of_steps += 1
             continue
-        def cost(at, x0=x0, coords=coords, targets=targets, scale=scale):
+        def cost(at, x0=x0, coords=coords, targets=targets, scale=scale, pull=pull):
             residual = ((coords.effectors(at) - targets) * scale).ravel()
-            return float(residual @ residual) + tree_fit.PULL * float((at - x0) @ (at - x0))
+            return float(residual @ residual) + pull * float((at - x0) @ (at - x0))
 
         def into_cones(at, coords=coords):
             swung = len(coords.swung)
