@@ -423,11 +423,13 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
                            match_rotation=plan.match_rotation,
                            length=plan.length,  # the tolerance is a fraction of the whole chain's length
                            settings=replace(settings_of(chain, plan), influence=1.0))  # blended with the tree's
-        tree_pose = _branch_pose(arm, branch.bones) if every_limit and bool(result.reached[i]) else None
-        tree_status = replace(diagnostics.of(chain))  # a copy: the solve below records anew
+        # The tree's pose and status (a copy: the solve below records anew), where it may be kept.
+        kept = (_branch_pose(arm, branch.bones), replace(diagnostics.of(chain))) \
+            if every_limit and bool(result.reached[i]) else None
         small.solve(arm, [(chain, branch)])
         entry = diagnostics.of(chain)
-        if tree_pose is not None and entry.status != 'REACHED' and tree_status.status == 'REACHED':
+        if kept is not None and entry.status != 'REACHED' and kept[1].status == 'REACHED':
+            tree_pose, tree_status = kept
             _restore_branch_pose(arm, tree_pose)
             set_status(chain, tree_status.status, tree_status.message, tree_status.error, tree_status.iterations)
             continue

@@ -243,6 +243,9 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     def reached(at: np.ndarray) -> bool:
         return bool((np.linalg.norm(coords.effectors(at) - targets, axis=1)[weights > 0.0] <= tolerance).all())
 
+    def fitted(at: np.ndarray, pull: float = PULL) -> np.ndarray:
+        return _minimise(at, coords, targets, scale, aim, held, PLANE / length, pull)
+
     # Where the targets can be reached, many poses reach them (and, with ``planes``, bend in the planes: a torso,
     # a Y), and a fit stopped wherever it first came within its aim, which a rotation mode's float rounding of the
     # pose without IK moves (a torso 0.14 apart, a Y on a coned trunk 6.1e-3). A pull toward the start to its fixed
@@ -250,15 +253,12 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     # planes for 100 steps and ended 5.9e-2 apart). Free: the fit first, and where it reaches, again from the pull's
     # pose (the pull costs its steps only there). Beyond reach the fit's minimum is one pose.
     if held:
-        x = _minimise(x, coords, targets, scale, aim, held, PLANE / length, HELD_PULL)
+        x = fitted(x, HELD_PULL)
         if not reached(x):
-            x = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
+            x = fitted(x)
     else:
-        fitted = _minimise(x, coords, targets, scale, aim, held, PLANE / length)
-        if reached(fitted):
-            fitted = _minimise(_minimise(x, coords, targets, scale, aim, held, PLANE / length, HELD_PULL), coords,
-                               targets, scale, aim, held, PLANE / length)
-        x = fitted
+        free = fitted(x)
+        x = fitted(fitted(x, HELD_PULL)) if reached(free) else free
     rolls = {j: float(x[coords.size - len(coords.rolled) + r]) for j, r in coords.rolled.items()}
     return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0])), rolls
 
