@@ -207,22 +207,17 @@ def test_coned_tree_branches_bend_in_their_pole_planes(cone, spine_cone, hinge, 
     assert worst <= 1.0, worst
 
 
-def test_coned_tree_branches_held_in_their_pole_planes_give_one_world_pose_in_every_rotation_mode():
-    """A rotated, scaled torso with a coned spine and upper arms, hinged forearms and a pole on each arm (fixed,
-    so the cones often keep the arms out of the poles' planes from where the tree first puts the spine): the
-    same pose without IK in four rotation modes, targets the hands of poses inside the limits: world joints
-    within 1e-4 of each other. The fit that holds the bends in their planes has many poses to choose from;
-    started from the passes' pose and stopped as soon as it reached, it moved with the float rounding of the
-    channels: 0.14 apart."""
-    rng = np.random.default_rng(4)
-    modes = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
-    rigs, poser = [torso(0.6) for _ in modes], torso(0.6)
+def limited_torsos(modes, roll: float, spine_cone: tuple):
+    """Rotated, scaled torsos (one per rotation mode, and one to pose) with a coned spine (``spine_cone``: left,
+    right, up, down) and upper arms (0.7), hinged forearms and a fixed pole on each arm (arms rolled by ``roll``).
+    Returns (rigs, poser, each rig's chains, the tips)."""
+    rigs, poser = [torso(roll) for _ in modes], torso(roll)
     for rig in [*rigs, poser]:
         rig.rotation_euler, rig.scale = (0.4, -0.7, 1.1), (1.3, 1.3, 1.3)
-        for name, cone in (("spine0", 0.6), ("upper.L", 0.7), ("upper.R", 0.7)):
+        for name, cone in (("spine0", spine_cone), ("upper.L", (0.7,) * 4), ("upper.R", (0.7,) * 4)):
             limit = rig.pose.bones[name].fabrik_limit
             limit.mode = 'CONE'
-            limit.cone_left = limit.cone_right = limit.cone_up = limit.cone_down = cone
+            limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down = cone
         for name in ("fore.L", "fore.R"):
             limit = rig.pose.bones[name].fabrik_limit
             limit.mode, limit.hinge_min, limit.hinge_max = 'HINGE', -2.5, 2.5
@@ -232,6 +227,19 @@ def test_coned_tree_branches_held_in_their_pole_planes_give_one_world_pose_in_ev
     poles = {tip: tuple((world @ np.array([0.7 * side, 0.0, 0.1, 1.0]))[:3]) for tip, side in zip(tips, (1, -1))}
     chains = [[add_default_chain(ob, tip, 4, empty(f"T.{ob.name}.{tip}"), empty(f"P.{ob.name}.{tip}", poles[tip]))
                for tip in tips] for ob in rigs]
+    return rigs, poser, chains, tips
+
+
+def test_coned_tree_branches_held_in_their_pole_planes_give_one_world_pose_in_every_rotation_mode():
+    """A rotated, scaled torso with a coned spine and upper arms, hinged forearms and a pole on each arm (fixed,
+    so the cones often keep the arms out of the poles' planes from where the tree first puts the spine): the
+    same pose without IK in four rotation modes, targets the hands of poses inside the limits: world joints
+    within 1e-4 of each other. The fit that holds the bends in their planes has many poses to choose from;
+    started from the passes' pose and stopped as soon as it reached, it moved with the float rounding of the
+    channels: 0.14 apart."""
+    rng = np.random.default_rng(4)
+    modes = ('QUATERNION', 'XYZ', 'ZYX', 'AXIS_ANGLE')
+    rigs, poser, chains, tips = limited_torsos(modes, 0.6, (0.6,) * 4)
     same_pose_in_modes(rigs, modes, rng)
 
     def hands():
@@ -255,22 +263,7 @@ def test_a_coned_torso_with_one_hand_out_of_reach_gives_one_world_pose_in_every_
     float rounding of the channels pick the restart: 0.35 apart (seed 9: 0.13)."""
     rng = np.random.default_rng(seed)
     modes = ('QUATERNION', 'XYZ', 'YXZ', 'ZYX', 'AXIS_ANGLE')
-    rigs, poser = [torso() for _ in modes], torso()
-    for rig in [*rigs, poser]:
-        rig.rotation_euler, rig.scale = (0.4, -0.7, 1.1), (1.3, 1.3, 1.3)
-        for name, cone in (("spine0", MID_CONE), ("upper.L", (0.7,) * 4), ("upper.R", (0.7,) * 4)):
-            limit = rig.pose.bones[name].fabrik_limit
-            limit.mode = 'CONE'
-            limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down = cone
-        for name in ("fore.L", "fore.R"):
-            limit = rig.pose.bones[name].fabrik_limit
-            limit.mode, limit.hinge_min, limit.hinge_max = 'HINGE', -2.5, 2.5
-    bpy.context.view_layer.update()
-    world = np.array(rigs[0].matrix_world)
-    tips = ["fore.L", "fore.R"]
-    poles = {tip: tuple((world @ np.array([0.7 * side, 0.0, 0.1, 1.0]))[:3]) for tip, side in zip(tips, (1, -1))}
-    chains = [[add_default_chain(ob, tip, 4, empty(f"T.{ob.name}.{tip}"), empty(f"P.{ob.name}.{tip}", poles[tip]))
-               for tip in tips] for ob in rigs]
+    rigs, poser, chains, tips = limited_torsos(modes, 0.0, MID_CONE)
     same_pose_in_modes(rigs, modes, rng)
 
     def hands():
