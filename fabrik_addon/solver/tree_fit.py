@@ -251,7 +251,10 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     # pose without IK moves (a torso 0.14 apart, a Y on a coned trunk 6.1e-3). A pull toward the start to its fixed
     # point picks one. Held: the pull first, kept where it reaches (run on from there, a fit crawled along the
     # planes for 100 steps and ended 5.9e-2 apart). Free: the fit first, and where it reaches, again from the pull's
-    # pose (the pull costs its steps only there). Beyond reach the fit's minimum is one pose.
+    # pose (the pull costs its steps only there). Beyond reach the pull is not run: where every target is missed the
+    # minimum was one pose on the probes, but where one target is reached and another is not it can be a family
+    # (a torso with one hand out of reach), on which each start's fit stays near where it began (which start is
+    # kept: :data:`.tree.RESTART_GAIN`).
     if held:
         x = fitted(x, HELD_PULL)
         if not reached(x):

@@ -260,7 +260,7 @@ def test_a_coned_torso_with_one_hand_out_of_reach_gives_one_world_pose_in_every_
     hand's target a pose's hand, the other's thrown up to a few lengths away: world joints within 1e-4 across
     rotation modes. Beyond reach the fits from the passes and from each aimed restart settled on one family of
     poses equally far from the lost target (0.971086 +- 1e-7 on a probe's draw), and a strict comparison let the
-    float rounding of the channels pick the restart: 0.35 apart (seed 9: 0.13)."""
+    float rounding of the channels pick the restart: 0.35 apart on that draw, 0.13 on seed 9 here."""
     rng = np.random.default_rng(seed)
     modes = ('QUATERNION', 'XYZ', 'YXZ', 'ZYX', 'AXIS_ANGLE')
     rigs, poser, chains, tips = limited_torsos(modes, 0.0, MID_CONE)
