@@ -9,7 +9,7 @@ one after another instead makes them fight over the shared bones.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -197,14 +197,7 @@ def solve_tree(
                                                              min_improvement)
         iterations += used
     elif resolved is None and (weight > 0.0).all() and _forks(parent, effector):
-        out, errors = _nearest(out, pts, parent, lengths, effector, tgt, errors, rigid_set, tolerance)
-        if pole is not None and not np.isnan(pole).all():
-            # The settle leaves the poles out: each rolls its own branch after, as in the passes.
-            xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
-            _turn_branches(_pole_branches(parent, children_of(parent), effector, pole, rigid_set), pole, xs, ys, zs,
-                           EPS * float(lengths.sum()))
-            out = np.array([xs, ys, zs]).T
-            errors = np.linalg.norm(out[effector] - tgt, axis=1)
+        out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid_set, tolerance)
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
     reached = errors <= tolerance
@@ -251,6 +244,32 @@ def _forks(parent: np.ndarray, effector: np.ndarray) -> bool:
     """Whether some joint has several children, or an effector has one (the tree is not one chain)."""
     counts = np.bincount(parent[1:], minlength=len(parent))
     return bool((counts >= 2).any() or (counts[effector] >= 1).any())
+
+
+def _settled(out: np.ndarray, errors: np.ndarray, pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray,
+             effector: np.ndarray, tgt: np.ndarray, pole: np.ndarray | None, rigid: set[int],
+             tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """A free fork's passes' pose settled by :func:`_nearest`, then each pole branch rolled to its pole."""
+    out, errors = _nearest(out, pts, parent, lengths, effector, tgt, errors, rigid, tolerance)
+    if pole is not None and not np.isnan(pole).all():
+        # The settle leaves the poles out: each rolls its own branch after, as in the passes.
+        xs, ys, zs = out[:, 0].tolist(), out[:, 1].tolist(), out[:, 2].tolist()
+        _turn_branches(_pole_branches(parent, children_of(parent), effector, pole, rigid), pole, xs, ys, zs,
+                       EPS * float(lengths.sum()))
+        out = np.array([xs, ys, zs]).T
+        errors = np.linalg.norm(out[effector] - tgt, axis=1)
+    return out, errors
+
+
+def _free_pose(pts: np.ndarray, args: tuple) -> np.ndarray:
+    """The pose :func:`solve_tree` gives the tree with its limits left out: the passes, settled on a fork whose
+    every effector pulls (:func:`_settled`); a function of the inputs, where limited passes are not."""
+    parent, lengths, effector, tgt, weight, pole, rigid, _, tolerance, max_iterations, min_improvement = args
+    out, errors, _, _ = _run(pts, parent, lengths, effector, tgt, weight, pole, rigid, None, tolerance, max_iterations,
+                             min_improvement)
+    if (weight > 0.0).all() and _forks(parent, effector):
+        out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid, tolerance)
+    return out
 
 
 def _nearest(out: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
@@ -346,8 +365,7 @@ def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, ef
     if not (errors[scored] <= tolerance).all():
         out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args)
     if pole is not None and fits(limits):
-        out, errors, fitted = _held_to_planes(out, errors, fitted, pts, parent, lengths, effector, tgt, weight, pole,
-                                              rigid, limits, tolerance)
+        out, errors, fitted = _held_to_planes(out, errors, fitted, pts, args)
     return out, errors, iterations, settled, fitted
 
 
@@ -356,12 +374,24 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
     """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted."""
     parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
     scored = weight > 0.0
+    # The free tree's pose fitted first (:func:`_free_pose`), kept where it reaches (with its pole branches within
+    # PLANE_SLACK of their planes): the passes' pose depends on how many passes ran and carries the inputs' float
+    # rounding (hinge-tipped Ys without poles, inputs 6e-8 apart: 30 passes from each, their poses 5e-4 of the
+    # length apart, the fits from them 1.4e-3). Off the planes the passes' fit stays a start of the held fit: on
+    # 1 of 40 hinge-tipped Ys the held fit reached in the planes only from there (27.6 degrees off without it).
     # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
     # tree turned to aim at the targets, rolled a quarter turn at a time, keep the best. Each pose the
     # passes leave short is fitted in swing coordinates (cones only: :mod:`.tree_fit`).
     fit = fits(limits)
     fitted = None
     if fit:
+        free = _free_pose(pts, args)
+        posed, *turns = fit_tree(free, pts, parent, lengths, effector, tgt, weight,
+                                 _body_turns(free, pts, parent, rigid), limits, tolerance)
+        posed_errors = np.linalg.norm(posed[effector] - tgt, axis=1)
+        if (posed_errors[scored] <= tolerance).all() and \
+                (pole is None or _off_plane(posed, _held_planes(args), tgt, effector) <= PLANE_SLACK):
+            return posed, posed_errors, iterations, True, tuple(turns)
         out, errors, settled, fitted = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
                                                rigid, limits, tolerance)
     for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:
@@ -380,15 +410,13 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
     return out, errors, iterations, settled, fitted
 
 
-def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, pts: np.ndarray, parent: np.ndarray,
-                    lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray,
-                    rigid: set[int], limits: TreeLimits,
-                    tolerance: float) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, pts: np.ndarray,
+                    args: tuple) -> tuple[np.ndarray, np.ndarray, tuple | None]:
     """The pose, or, where a limited pole branch's bend lies more than PLANE_SLACK off its pole's side of the
     plane of its root, target and pole (:func:`off_plane`), the swing fit that holds it there too
-    (:func:`.tree_fit.fit_tree`'s ``planes``): from the start pose, then, while still off, from the passes' pose;
-    the one nearest the planes kept where it is nearer than the passes' pose and leaves no effector farther than
-    the tolerance or than it was.
+    (:func:`.tree_fit.fit_tree`'s ``planes``): from the start pose, then, while still off, from the free tree's
+    pose (:func:`_free_pose`), then from the passes' pose; the one nearest the planes kept where it is nearer
+    than the passes' pose and leaves no effector farther than the tolerance or than it was.
 
     The passes turn each pole branch to its pole, then keep its limits: where its cones forbid the plane from
     where the shared bones are, the branch leaves it (a torso with coned upper arms: elbows 11.9 degrees off;
@@ -396,14 +424,16 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
     pose first: the passes' pose carries the float rounding of the inputs further (the same torso in four
     rotation modes came out 5.7e-5 apart from the start pose, 0.14 from the passes'); from the passes' pose
     alone the fit also settled short of reaching in the plane on 2 of 40 coned Ys (targets and poles from poses
-    inside the cones; branches of up to 4 bones), from both on none.
+    inside the cones; branches of up to 4 bones), from both on none. The free pose before the passes': where
+    the fit from the start settles short, the passes' pose depends on how many passes ran (a hinge-tipped Y,
+    inputs 6e-8 apart: 30 and 13 passes, fits from them 2.9e-2 of the length apart), the free pose does not.
     """
-    planes = [(path, pole[k]) for path, k in _pole_branches(parent, children_of(parent), effector, pole, rigid)
-              if any(limits.limits[j] is not None for j in path[1:])]
+    parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
+    planes = _held_planes(args)
     before = _off_plane(out, planes, tgt, effector)
     best = (before, out, errors, fitted)
     scored = weight > 0.0
-    for start in (pts, out):
+    for start in _held_starts(pts, out, args):
         if best[0] <= PLANE_SLACK:
             break
         held, *turns = fit_tree(start, pts, parent, lengths, effector, tgt, weight,
@@ -415,6 +445,20 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
             if off <= PLANE_HELD and (held_errors[scored] <= tolerance).all():
                 break
     return best[1], best[2], best[3]
+
+
+def _held_planes(args: tuple) -> list[tuple[list[int], np.ndarray]]:
+    """The pole branches with a limit (path root first, pole) that :func:`_held_to_planes` holds in their planes."""
+    parent, _, effector, _, _, pole, rigid, limits = args[:8]
+    return [(path, pole[k]) for path, k in _pole_branches(parent, children_of(parent), effector, pole, rigid)
+            if any(limits.limits[j] is not None for j in path[1:])]
+
+
+def _held_starts(pts: np.ndarray, out: np.ndarray, args: tuple) -> Iterator[np.ndarray]:
+    """:func:`_held_to_planes`' starts in turn, the free pose solved only when asked for."""
+    yield pts
+    yield _free_pose(pts, args)
+    yield out
 
 
 def off_plane(joints: np.ndarray, target: np.ndarray, pole: np.ndarray) -> float:

@@ -51,20 +51,19 @@ MAX_STEPS = 100
 # Weight of a pole branch's mean bend's offset from the pole's side of the plane of its root, target and pole
 # (against the effectors': both are lengths over the tree's length), where the fit is asked to hold it (``planes``).
 PLANE = 1.0
-# Where the fit of an unheld tree reaches, the pull toward its start that picks one of the many poses that reach
-# (``fit_tree``): large enough to settle onto one (1e-6 and less ran out of steps on torsos with hinged forearms).
-SETTLE_PULL = 1e-5
-# Held to the planes, the fit is rounds of fits each pulled toward the last one's pose by HELD_PROXIMAL, until a round
-# moves no coordinate more than HELD_SETTLED (radians) or HELD_ROUNDS have run: a fixed point of the effectors' and
-# planes' cost alone, reached along a path that is a continuous function of the start (each round's cost is convex
+# Where the targets can be reached, the fit is rounds of fits each pulled toward the last one's pose by PROXIMAL, until
+# a round moves no coordinate more than SETTLED (radians) or ROUNDS have run: a fixed point of the effectors' (and held
+# planes') cost alone, reached along a path that is a continuous function of the start (each round's cost is convex
 # enough near its start to settle in a few steps). One fit pulled toward the start by 1e-5 instead often ran out of
 # its 100 steps still moving: along the directions only that pull fixed, the damping the planes' curvature called for
 # left steps of 1e-3 to 1e-2 of the way. Pole trees in the solver (Ys with cones, with hinged tips, torsos, 3-branch
 # forks; 80 of each), their start poses moved by 6e-8 of themselves (float32 rounding): 39 of 320 ended more than
-# 1e-4 of the length apart (up to 5.1e-2); with rounds 1 (its passes already apart; docs/trees.md).
-HELD_PROXIMAL = 1e-3
-HELD_ROUNDS = 100
-HELD_SETTLED = 1e-7
+# 1e-4 of the length apart (up to 5.1e-2); with rounds 1 (its passes already apart; docs/trees.md). The same trees
+# without poles, each fitted from the free tree's pose (:func:`.tree._free_pose`): 1 of 320 with one fit pulled
+# toward its start by 1e-5, none with rounds.
+PROXIMAL = 1e-3
+ROUNDS = 100
+SETTLED = 1e-7
 # A rigid body's children offsets this close to parallel (sine of the angle) leave along one direction
 # (as :data:`.tree.PARALLEL`).
 PARALLEL = 1e-5
@@ -258,23 +257,22 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
 
     # Where the targets can be reached, many poses reach them (and, with ``planes``, bend in the planes: a torso,
     # a Y), and a fit stopped wherever it first came within its aim, which a rotation mode's float rounding of the
-    # pose without IK moves (a torso 0.14 apart, a Y on a coned trunk 6.1e-3). Pulls toward the start pick one.
-    # Held: proximal rounds to their fixed point (HELD_PROXIMAL), kept where they reach, else the fit on from there.
-    # Free: the fit first, and where it reaches, again from the fixed point of one pull toward the start (SETTLE_PULL;
-    # the pull costs its steps only there). Beyond reach the free pull is not run: where every target is missed the
-    # minimum was one pose on the probes, but where one target is reached and another is not it can be a family
-    # (a torso with one hand out of reach), on which each start's fit stays near where it began (which start is
-    # kept: :data:`.tree.RESTART_GAIN`).
-    if held:
-        for _ in range(HELD_ROUNDS):
-            last, x = x, fitted(x, HELD_PROXIMAL)
-            if float(np.abs(x - last).max()) <= HELD_SETTLED:
+    # pose without IK moves (a torso 0.14 apart, a Y on a coned trunk 6.1e-3). Proximal rounds (PROXIMAL) pick one:
+    # held, always, with the fit on from their fixed point where they do not reach; free, where the fit reaches (the
+    # rounds cost their steps only there). Beyond reach a free tree keeps the fit: where every target is missed
+    # the minimum was one pose on the probes, but where one target is reached and another is not it can be a
+    # family (a torso with one hand out of reach), on which each start's fit stays near where it began (which
+    # start is kept: :data:`.tree.RESTART_GAIN`).
+    free = None if held else fitted(x)
+    if free is not None and not reached(free):
+        x = free
+    else:
+        for _ in range(ROUNDS):
+            last, x = x, fitted(x, PROXIMAL)
+            if float(np.abs(x - last).max()) <= SETTLED:
                 break
         if not reached(x):
             x = fitted(x)
-    else:
-        free = fitted(x)
-        x = fitted(fitted(x, SETTLE_PULL)) if reached(free) else free
     rolls = {j: float(x[coords.size - len(coords.rolled) + r]) for j, r in coords.rolled.items()}
     return coords.joints(x[None])[0], dict(zip(rigid, coords.turns(x[None])[0])), rolls
 

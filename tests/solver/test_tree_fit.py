@@ -273,18 +273,17 @@ def pole_tree(make, rng):
     return joints, parents, effectors, limits, rigid, pose[effectors], branches, np.array(poles)
 
 
-@pytest.mark.parametrize(("make", "seed", "off"), [(coned_torso, 3, 0), (coned_y, 3, 0), (coned_y, 5, 0),
-                                                   (hinged_y, 3, 1), (hinged_y, 5, 0)],
+@pytest.mark.parametrize(("make", "seed"), [(coned_torso, 3), (coned_y, 3), (coned_y, 5), (hinged_y, 3), (hinged_y, 5)],
                          ids=["torso, cones", "Y, cones", "Y, cones, another seed", "Y, cones and hinges",
                               "Y, cones and hinges, another seed"])
-def test_limited_pole_branches_bend_in_their_pole_planes(make, seed, off):
+def test_limited_pole_branches_bend_in_their_pole_planes(make, seed):
     """Targets and poles from poses inside every limit (each pole on its branch's side of the plane through the
     branch's root and target, in the plane of its mean bend), 40 trees: every target reached, each branch's mean
-    bend within 1 degree of its pole's side of the plane through root, target and pole on all but ``off`` trees,
+    bend within 1 degree of its pole's side of the plane through root, target and pole on every tree,
     and no limit exceeded in the frames the result reports (the bone above a hinge may roll, as on lone chains).
     The passes turned each branch to its pole and then kept its cones, which took it out of the plane: up to
-    22 degrees on coned Ys (6 of 40 trees off), 10.4 with hinges (2 of 40). Left: one hinge-tipped Y of seed 3,
-    8.5 degrees off (both fits settle short of reaching in the plane)."""
+    22 degrees on coned Ys (6 of 40 trees off), 10.4 with hinges (2 of 40). A hinge-tipped Y of seed 3 (tree 37)
+    reaches in its planes only from the passes' fitted pose: kept as a start (27.6 degrees off without it)."""
     rng = np.random.default_rng(seed)
     worst = []
     for _ in range(40):
@@ -299,18 +298,27 @@ def test_limited_pole_branches_bend_in_their_pole_planes(make, seed, off):
         worst.append(max(pole_side_degrees(result.joints[path[0]], target, pole,
                                            result.joints[path[1:-1]].mean(axis=0))
                           for path, target, pole in zip(branches, targets, poles)))
-    assert sum(w > 1.0 for w in worst) <= off, sorted(worst)[-3:]
+    assert max(worst) <= 1.0, sorted(worst)[-3:]
 
 
-@pytest.mark.parametrize(("make", "seed"), [(coned_torso, 3), (hinged_y, 5), (coned_fork, 7)],
-                         ids=["torso, cones", "Y, cones and hinges", "3 branches, cones"])
-def test_limited_pole_trees_give_one_pose_for_inputs_a_float32_rounding_apart(make, seed):
+@pytest.mark.parametrize(("make", "seed", "poled"), [(coned_torso, 3, True), (hinged_y, 5, True), (coned_fork, 7, True),
+                                                     (hinged_y, 3, True), (hinged_y, 3, False), (hinged_y, 5, False)],
+                         ids=["torso, cones", "Y, cones and hinges", "3 branches, cones",
+                              "Y, cones and hinges, passes that part", "Y, cones and hinges, no poles",
+                              "Y, cones and hinges, no poles, another seed"])
+def test_limited_trees_give_one_pose_for_inputs_a_float32_rounding_apart(make, seed, poled):
     """The start pose's joints moved by 6e-8 of themselves (what float32 rotation channels round to), 20 trees
-    with poles (as above): every solve reaches, and each solve's joints lie within 1e-4 of the tree's length of
-    the unmoved one's. The fit held to the planes was one fit pulled toward its start by 1e-5 that ran out of its
-    100 steps still moving, each input elsewhere on the same slow path: 4, 6 and 4 of these 20 trees 1.3e-2,
-    5.1e-2 and 2.3e-2 apart. Now rounds of fits pulled toward the last (``tree_fit.HELD_PROXIMAL``) to their fixed
-    point: at most 1.6e-5 apart on these (1 of 320 pole trees over 1e-4, seeds 3, 5, 7 and 8 of all four kinds)."""
+    with poles (as above) or without: every solve reaches, and each solve's joints lie within 1e-4 of the tree's
+    length of the unmoved one's. The fit held to the planes was one fit pulled toward its start by 1e-5 that ran
+    out of its 100 steps still moving, each input elsewhere on the same slow path: 4, 6 and 4 of the first three
+    cases' 20 trees 1.3e-2, 5.1e-2 and 2.3e-2 apart; rounds of fits pulled toward the last (``tree_fit.PROXIMAL``)
+    to their fixed point: at most 1.6e-5 apart on these. The fourth (its tree 16): the held fit from the start
+    pose settles short, and the passes, whose pose the next fit started from, ran 30 and 13 times from the two
+    inputs: 2.9e-2 apart; the fit from the free tree's pose is tried before the passes'. Without poles the fit
+    started from the passes' pose (4 of these 40 trees 3.0e-4 to 7.3e-3 apart, the passes' poses 5e-4 apart
+    after 30 passes each); now from the free tree's pose first, then rounds as held (from the free pose with the
+    one pull 1e-5: 3.0e-4 on the last case). Over seeds 3, 5, 7 and 8 of all four kinds, 320 trees with poles
+    and 320 without: none over 1e-4."""
     rng = np.random.default_rng(seed)
     worst = []
     for k in range(20):
@@ -318,7 +326,7 @@ def test_limited_pole_trees_give_one_pose_for_inputs_a_float32_rounding_apart(ma
         length = lengths(joints, parents).sum()
         moved = joints * (1.0 + np.random.default_rng(1000 + k).normal(size=joints.shape) * 6e-8)
         solved = [solve_tree(start, parents, effectors, targets, limits=limits, rigid=rigid, tolerance=1e-3 * length,
-                             poles=poles) for start in (joints, moved)]
+                             poles=poles if poled else None) for start in (joints, moved)]
         assert all(result.reached.all() for result in solved)
         worst.append(float(np.abs(solved[1].joints - solved[0].joints).max()) / length)
     assert max(worst) <= 1e-4, (int(np.argmax(worst)), max(worst))
