@@ -374,24 +374,12 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
     """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted."""
     parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
     scored = weight > 0.0
-    # The free tree's pose fitted first (:func:`_free_pose`), kept where it reaches (with its pole branches within
-    # PLANE_SLACK of their planes): the passes' pose depends on how many passes ran and carries the inputs' float
-    # rounding (hinge-tipped Ys without poles, inputs 6e-8 apart: 30 passes from each, their poses 5e-4 of the
-    # length apart, the fits from them 1.4e-3). Off the planes the passes' fit stays a start of the held fit: on
-    # 1 of 40 hinge-tipped Ys the held fit reached in the planes only from there (27.6 degrees off without it).
     # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
     # tree turned to aim at the targets, rolled a quarter turn at a time, keep the best. Each pose the
     # passes leave short is fitted in swing coordinates (cones only: :mod:`.tree_fit`).
     fit = fits(limits)
     fitted = None
     if fit:
-        free = _free_pose(pts, args)
-        posed, *turns = fit_tree(free, pts, parent, lengths, effector, tgt, weight,
-                                 _body_turns(free, pts, parent, rigid), limits, tolerance)
-        posed_errors = np.linalg.norm(posed[effector] - tgt, axis=1)
-        if (posed_errors[scored] <= tolerance).all() and \
-                (pole is None or _off_plane(posed, _held_planes(args), tgt, effector) <= PLANE_SLACK):
-            return posed, posed_errors, iterations, True, tuple(turns)
         out, errors, settled, fitted = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
                                                rigid, limits, tolerance)
     for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:

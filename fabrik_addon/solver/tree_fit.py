@@ -59,8 +59,8 @@ PLANE = 1.0
 # left steps of 1e-3 to 1e-2 of the way. Pole trees in the solver (Ys with cones, with hinged tips, torsos, 3-branch
 # forks; 80 of each), their start poses moved by 6e-8 of themselves (float32 rounding): 39 of 320 ended more than
 # 1e-4 of the length apart (up to 5.1e-2); with rounds 1 (its passes already apart; docs/trees.md). The same trees
-# without poles, each fitted from the free tree's pose (:func:`.tree._free_pose`): 1 of 320 with one fit pulled
-# toward its start by 1e-5, none with rounds.
+# without poles, fitted where the passes stopped: 4 of 320 with one fit pulled toward its start by 1e-5, 1 with
+# rounds (the one whose passes part).
 # Where the rounds run out still moving and short of a target by at most CREEPING tolerances (held at a rim, each round
 # creeping on), rounds again from there with a pull a tenth as strong, then a hundredth: the coned torso with hinged
 # forearms of the rotation-mode probe (docs/trees.md) ran its 100 rounds 2-3 tolerances short of a target on two
