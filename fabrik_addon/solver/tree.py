@@ -196,7 +196,7 @@ def solve_tree(
                                                              rigid_set, resolved, tolerance, int(max_iterations),
                                                              min_improvement)
         iterations += used
-    elif resolved is None and (weight > 0.0).all() and _forks(parent, effector):
+    elif resolved is None and _settles(parent, effector, weight):
         out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid_set, tolerance)
     if tgt is not given:
         errors = np.linalg.norm(out[effector] - given, axis=1)
@@ -240,10 +240,11 @@ def bone_turns(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, rigid: s
     return turns
 
 
-def _forks(parent: np.ndarray, effector: np.ndarray) -> bool:
-    """Whether some joint has several children, or an effector has one (the tree is not one chain)."""
+def _settles(parent: np.ndarray, effector: np.ndarray, weight: np.ndarray) -> bool:
+    """Whether the free tree's passes' pose is settled (:func:`_settled`): where every effector pulls and the tree
+    is not one chain (some joint has several children, or an effector has one)."""
     counts = np.bincount(parent[1:], minlength=len(parent))
-    return bool((counts >= 2).any() or (counts[effector] >= 1).any())
+    return bool((weight > 0.0).all() and ((counts >= 2).any() or (counts[effector] >= 1).any()))
 
 
 def _settled(out: np.ndarray, errors: np.ndarray, pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray,
@@ -267,7 +268,7 @@ def _free_pose(pts: np.ndarray, args: tuple) -> np.ndarray:
     parent, lengths, effector, tgt, weight, pole, rigid, _, tolerance, max_iterations, min_improvement = args
     out, errors, _, _ = _run(pts, parent, lengths, effector, tgt, weight, pole, rigid, None, tolerance, max_iterations,
                              min_improvement)
-    if (weight > 0.0).all() and _forks(parent, effector):
+    if _settles(parent, effector, weight):
         out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid, tolerance)
     return out
 
@@ -417,7 +418,8 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
     inputs 6e-8 apart: 30 and 13 passes, fits from them 2.9e-2 of the length apart), the free pose does not.
     """
     parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
-    planes = _held_planes(args)
+    planes = [(path, pole[k]) for path, k in _pole_branches(parent, children_of(parent), effector, pole, rigid)
+              if any(limits.limits[j] is not None for j in path[1:])]
     before = _off_plane(out, planes, tgt, effector)
     best = (before, out, errors, fitted)
     scored = weight > 0.0
@@ -435,13 +437,6 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
     return best[1], best[2], best[3]
 
 
-def _held_planes(args: tuple) -> list[tuple[list[int], np.ndarray]]:
-    """The pole branches with a limit (path root first, pole) that :func:`_held_to_planes` holds in their planes."""
-    parent, _, effector, _, _, pole, rigid, limits = args[:8]
-    return [(path, pole[k]) for path, k in _pole_branches(parent, children_of(parent), effector, pole, rigid)
-            if any(limits.limits[j] is not None for j in path[1:])]
-
-
 def _held_starts(pts: np.ndarray, out: np.ndarray, args: tuple) -> Iterator[np.ndarray]:
     """:func:`_held_to_planes`' starts in turn, the free pose solved only when asked for."""
     yield pts
@@ -453,7 +448,10 @@ def off_plane(joints: np.ndarray, target: np.ndarray, pole: np.ndarray) -> float
     """How far (degrees, seen from the root ``joints[0]``) a chain's bend lies from where its pole puts it: the
     angle of the mean of the joints between its root and its tip ``joints[-1]`` off the pole's side of the plane
     through the root, the target and the pole (on the other side, from the line from the root to the target,
-    the nearest point of that half). For two bones, the elbow's. 0 where the pole lies on that line."""
+    the nearest point of that half). For two bones, the elbow's. 0 where the pole lies on that line, and for one
+    bone (no bend)."""
+    if len(joints) < 3:
+        return 0.0
     root = joints[0]
     bend = joints[1:-1].mean(axis=0) - root
     lines, sides = pole_sides(root[None], target, pole)

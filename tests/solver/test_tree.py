@@ -1,10 +1,13 @@
 """solve_tree: chains that share bones, solved together with sub-base centroids."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from fabrik_addon.solver import ConeLimit, resolve_tree_limits, solve_tree
 from fabrik_addon.solver.fabrik import DEFAULT_MIN_IMPROVEMENT, run_fabrik
+from fabrik_addon.solver.tree import off_plane
 from rigkit.chains import lengths_of, random_chain, reachable_target
 from rigkit.limited import random_cones
 from rigkit.trees import (
@@ -257,3 +260,15 @@ def test_forks_reach_poses_from_their_own_walk_at_default_settings(branches, tru
         np.testing.assert_allclose(lengths(result.joints, parents), lengths(joints, parents), rtol=1e-9)
     assert missed <= misses
 
+
+
+
+def test_a_one_bone_branch_is_never_off_its_poles_plane_and_raises_no_numpy_warning():
+    """One bone has no bend for :func:`off_plane` to measure (it read the mean of no joints: numpy's "Mean of
+    empty slice", seen in the Blender property fuzz, where a one-bone pole branch was checked)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert off_plane(np.array([[0.0, 0, 0], [0, 1, 0]]), np.array([0, 1.0, 0]), np.array([1.0, 0, 0])) == 0.0
+        # Two bones still measure their bend: an elbow 90 degrees off the pole's side.
+        joints = np.array([[0.0, 0, 0], [0, 0, 0.5], [1, 0, 0]])
+        assert off_plane(joints, joints[-1], np.array([0.5, 1.0, 0])) == pytest.approx(90.0)
