@@ -38,11 +38,13 @@ demo: $(VENV)/.stamp
 
 ## test: lint, type-check, then the whole suite on Blender 5.0 and on Blender 4.2 side by side: each half keeps
 ## one core busy, so on two cores both take about the time of one. The 4.2 half's output goes to out/test-42.log
-## and is printed after the 5.0 half's; both must pass. Each half ends with its 15 slowest tests.
+## and is printed after the 5.0 half's; both must pass. Each half ends with its 15 slowest tests. Ctrl-C stops both
+## (a background job of a non-interactive shell ignores it).
 test: lint typecheck $(VENV42)/.stamp
 	@mkdir -p out
 	@echo "Blender 4.2 half running beside the 5.0 half: out/test-42.log, printed below when both are done"
 	@$(PY42) -m pytest --durations=15 $(PYTEST_ARGS) > out/test-42.log 2>&1 & half42=$$!; \
+	trap 'kill $$half42 2>/dev/null; exit 130' INT TERM; \
 	$(PY) -m pytest --durations=15 $(PYTEST_ARGS); status50=$$?; \
 	wait $$half42; status42=$$?; \
 	echo "==== Blender 4.2 half (out/test-42.log) ===="; cat out/test-42.log; \

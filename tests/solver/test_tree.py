@@ -261,8 +261,6 @@ def test_forks_reach_poses_from_their_own_walk_at_default_settings(branches, tru
     assert missed <= misses
 
 
-
-
 def test_a_one_bone_branch_is_never_off_its_poles_plane_and_raises_no_numpy_warning():
     """One bone has no bend for :func:`off_plane` to measure (it read the mean of no joints: numpy's "Mean of
     empty slice", seen in the Blender property fuzz, where a one-bone pole branch was checked)."""
