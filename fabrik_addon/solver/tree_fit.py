@@ -152,9 +152,7 @@ class _Coordinates:
                 along = local[:, self.slot[j]]
                 frames[j] = carried @ turns_x(np.arctan2(along[:, 2], along[:, 1]))
             elif j in self.framed:
-                start = lim.frames[j]
-                frames[j] = np.stack([_turned(lim.start_dirs[j], d, np.broadcast_to(start[:, c], (k, 3)))
-                                      for c in range(3)], axis=-1)
+                frames[j] = _turned(lim.start_dirs[j], d, lim.frames[j], columns=True)
                 if j in self.rolled:
                     roll = x[:, self.size - len(self.rolled) + self.rolled[j]]
                     frames[j] = _exps(roll[:, None] * d) @ frames[j]

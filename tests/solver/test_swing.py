@@ -416,6 +416,25 @@ def test_the_batched_turn_is_the_minimal_turn_opposite_directions_included():
     assert np.abs(_turned(a, b, x) - expected).max() <= 1e-12
 
 
+def test_the_batched_turn_of_a_frame_turns_each_of_its_columns():
+    """_turned's column form (a tree fit's bone frames: one start frame turned by every probe's turn) against the
+    minimal turn of each column, one row a half turn and one no turn at all."""
+    from fabrik_addon.solver.rotations import matrix_from_two_vectors
+    from fabrik_addon.solver.swing import _turned
+
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=3)
+    a /= np.linalg.norm(a)
+    b = rng.normal(size=(30, 3))
+    b[4], b[11] = -a, a
+    b /= np.linalg.norm(b, axis=1)[:, None]
+    frame = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    turned = _turned(a, b, frame, columns=True)
+    assert turned.shape == (30, 3, 3)
+    assert np.abs(turned - np.array([matrix_from_two_vectors(a, bb) @ frame for bb in b])).max() <= 1e-12
+    assert np.abs(turned[11] - frame).max() <= 1e-15
+
+
 @pytest.mark.parametrize("size", [2, 8, 14])
 def test_the_small_linear_solve_matches_lapack(size):
     """_solve (the fit's Gaussian elimination on floats) against numpy's LAPACK solve on symmetric
