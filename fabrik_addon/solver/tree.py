@@ -423,14 +423,15 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
     before = _off_plane(out, planes, tgt, effector)
     best = (before, out, errors, fitted)
     scored = weight > 0.0
+    budget = np.maximum(errors, tolerance)
     for start in _held_starts(pts, out, args):
         if best[0] <= PLANE_SLACK:
             break
         held, *turns = fit_tree(start, pts, parent, lengths, effector, tgt, weight,
-                                _body_turns(start, pts, parent, rigid), limits, tolerance, planes)
+                                _body_turns(start, pts, parent, rigid), limits, tolerance, planes, budget)
         held_errors = np.linalg.norm(held[effector] - tgt, axis=1)
         off = _off_plane(held, planes, tgt, effector)
-        if (held_errors[scored] <= np.maximum(errors[scored], tolerance)).all() and off < best[0]:
+        if (held_errors[scored] <= budget[scored]).all() and off < best[0]:
             best = (off, held, held_errors, tuple(turns))
             if off <= PLANE_HELD and (held_errors[scored] <= tolerance).all():
                 break
