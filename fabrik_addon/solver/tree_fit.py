@@ -234,9 +234,9 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
         where the plane needs it.
     budget : ndarray, shape (E,), optional
         How far from its target each effector may end for the caller to keep the fit (it discards one that
-        leaves any effector farther). Where the proximal rounds have not settled after GATE_ROUNDS, the fit
-        without their pull is tried from there, and returned at once where it leaves an effector more than
-        MISSED tolerances beyond its budget.
+        leaves any effector farther). Where the proximal rounds have not settled after GATE_ROUNDS and leave an
+        effector more than MISSED tolerances beyond its budget, the fit without their pull is tried from there,
+        and returned at once where it does too.
 
     Returns
     -------
