@@ -85,8 +85,8 @@ PARALLEL = 1e-5
 # fit without the pull is tried from there; where it too ends beyond by more than MISSED tolerances it is the result.
 # On every such fit logged (that rig, seeds 1, 3 and 4) it ended where the rounds and the fit after them did, to 1e-3
 # tolerances, and every pose written stayed the same to the last bit: that rig's 80 frames (their solves 47.7 -> 19.0 s
-# of CPU, the worst frame 4.41 -> 2.85 s on seed 4, at most 1.11 on the others), 80 solver trees with turned poles
-# (188 -> 62 s), the torso probe's seeds 5, 7, 8.
+# of CPU, the worst frame 4.41 -> 2.85 s on seed 4, at most 1.11 on the others), 160 solver trees with turned poles
+# (412 -> 137 s), the torso probe's seeds 5, 7, 8.
 GATE_ROUNDS = 10
 MISSED = 0.1
 
