@@ -274,9 +274,17 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     held = [(path, targets[rows[path[-1]]], np.asarray(pole, dtype=np.float64)) for path, pole in planes or []]
     scale, aim = np.sqrt(weights)[:, None] / length, (AIM * tolerance / length) ** 2
 
+    scored = weights > 0.0
+
+    def distances(at: np.ndarray) -> np.ndarray:
+        return np.linalg.norm(coords.effectors(at) - targets, axis=1)[scored]
+
     def reached(at: np.ndarray, tolerances: float = 1.0) -> bool:
-        distances = np.linalg.norm(coords.effectors(at) - targets, axis=1)[weights > 0.0]
-        return bool((distances <= tolerances * tolerance).all())
+        return bool((distances(at) <= tolerances * tolerance).all())
+
+    def missed(at: np.ndarray, most: np.ndarray) -> bool:
+        """Whether a weighted effector of ``at`` ends more than MISSED tolerances beyond its distance in ``most``."""
+        return bool((distances(at) > most[scored] + MISSED * tolerance).any())
 
     def fitted(at: np.ndarray, pull: float = PULL) -> np.ndarray:
         return _minimise(at, coords, targets, scale, aim, held, PLANE / length, pull)
@@ -289,10 +297,6 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     # the minimum was one pose on the probes, but where one target is reached and another is not it can be a
     # family (a torso with one hand out of reach), on which each start's fit stays near where it began (which
     # start is kept: :data:`.tree.RESTART_GAIN`).
-    def missed(at: np.ndarray, most: np.ndarray) -> bool:
-        distances = np.linalg.norm(coords.effectors(at) - targets, axis=1)[weights > 0.0]
-        return bool((distances > most[weights > 0.0] + MISSED * tolerance).any())
-
     def rounds(at: np.ndarray, pull: float) -> tuple[np.ndarray, str]:
         for n in range(1, ROUNDS + 1):
             last, at = at, fitted(at, pull)
