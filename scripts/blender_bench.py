@@ -7,7 +7,9 @@ Micro cases are chains on their own; real-rig cases are Rigify's human metarig (
 and one 2-bone arm on armatures that also hold 0, 150 or 1000 other bones. A frame costs
 ``scene.frame_set(f)`` plus ``evaluated_depsgraph_get()`` (what a viewport redraw pays, including
 re-evaluating whatever the handlers wrote); the IK overhead is the median frame time minus the
-baseline's. Reach error is the tip-to-target distance after evaluation.
+baseline's. Reach error is the tip-to-target distance after evaluation. On the one-arm cases a lean Python
+handler that solves the arm and does nothing else (:class:`LeanArm`) takes frames in turn with FABRIK IK and the
+floor: how much any Python handler's work grows with the armature.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 
 import bpy
 import numpy as np
+from mathutils import Vector
 
 import fabrik_addon
 from fabrik_addon.rig import small
@@ -60,6 +63,7 @@ class Case:
     bones: int | str  # bones per chain
     build: Callable[[str], list[tuple]]
     real: bool = False  # a real-rig case (rigs with bones outside the chains)
+    lean: bool = False  # one arm (realrig.arm_with_others): LeanArm takes frames in turn with FABRIK IK and the floor
 
 
 def build(armatures: int, chains: int, bones: int, pole: bool, kind: str) -> list[tuple]:
@@ -153,7 +157,7 @@ def cases() -> list[Case]:
            for name, armatures, chains, bones, pole in CASES]
     for others in (0, 150, 1000):
         out.append(Case(f"arm + {others} bones", 1, 2, partial(
-            build_real, lambda k, o=others: realrig.arm_with_others(f"Rig{k}", o), realrig.ARM_CHAINS, 1), True))
+            build_real, lambda k, o=others: realrig.arm_with_others(f"Rig{k}", o), realrig.ARM_CHAINS, 1), True, True))
     out.append(Case("arm + 1000 objects", 1, 2, partial(
         build_real, lambda k: realrig.arm_among_objects(f"Rig{k}", 1000), realrig.ARM_CHAINS, 1), True))
     specs = realrig.METARIG_CHAINS
@@ -283,6 +287,44 @@ class WriteFloor:
             setattr(pose_bone, channel, value)  # tags the armature, as the add-on's writes do
 
 
+class LeanArm:
+    """A reference, not a solver of the add-on's: the least a Python frame handler can do to solve one 2-bone
+    arm with a pole (:func:`rigkit.realrig.arm_with_others`, a root bone and its child) and write it. It reads
+    the armature's, target's and pole's evaluated matrices, places the elbow by the law of cosines in the
+    plane (root, target, pole), turns each bone from its rest direction by the least rotation and writes the
+    two quaternions: no checks, no pose without IK, no roll rule, no statuses. Taking the frames in turn with
+    FABRIK IK and the floor, it shows what such a handler adds above the floor as the armature grows."""
+
+    def __init__(self, ob, target, pole, root: str = "arm0", child: str = "arm1") -> None:
+        self.ob, self.target, self.pole = ob, target, pole
+        data = ob.data.bones
+        self.bones = ob.pose.bones[root], ob.pose.bones[child]
+        self.lengths = data[root].length, data[child].length
+        self.head = data[root].head_local.copy()
+        self.rest = data[root].matrix_local.to_quaternion(), data[child].matrix_local.to_quaternion()
+
+    def __call__(self, _scene, depsgraph=None) -> None:
+        depsgraph = depsgraph or bpy.context.evaluated_depsgraph_get()
+        inverse = self.ob.evaluated_get(depsgraph).matrix_world.inverted()
+        aim = inverse @ self.target.evaluated_get(depsgraph).matrix_world.translation - self.head
+        pole = inverse @ self.pole.evaluated_get(depsgraph).matrix_world.translation - self.head
+        upper, lower = self.lengths
+        reach = min(aim.length, upper + lower)
+        axis = aim.normalized()
+        side = (pole - pole.dot(axis) * axis).normalized()
+        cos = max(-1.0, min(1.0, (upper * upper + reach * reach - lower * lower) / (2.0 * upper * reach)))
+        elbow = (cos * axis + math.sqrt(1.0 - cos * cos) * side) * upper
+        rest0, rest1 = self.rest
+        world0 = (rest0 @ Y_AXIS).rotation_difference(elbow) @ rest0  # armature-space rotations
+        carried = world0 @ rest0.conjugated() @ rest1  # the child's rest, carried by the root's turn
+        world1 = (carried @ Y_AXIS).rotation_difference(reach * axis - elbow) @ carried
+        self.bones[0].rotation_quaternion = rest0.conjugated() @ world0
+        self.bones[1].rotation_quaternion = carried.conjugated() @ world1
+
+
+Y_AXIS = Vector((0.0, 1.0, 0.0))  # a bone's own direction in its rest axes
+
+
 class CacheSweep:
     """A frame handler, put before the others, that touches ``megabytes`` of memory each frame: what
     Blender's re-evaluation of a big armature does to the CPU caches before the add-on's handler runs."""
@@ -315,33 +357,36 @@ def idle_cost() -> float:
 PASSES = 4
 
 
-def alternate(tips: list[tuple], recorded: dict, passes: int = PASSES) -> tuple[float, float]:
-    """Median ms a frame of FABRIK IK and of its write floor (:class:`WriteFloor` of ``recorded``) on the
-    same rigs, frame by frame in turn (the other half of the frames in the next pass): FABRIK IK's frame
-    and depsgraph handlers are taken out of the handler lists for the floor's frames."""
+def alternate(tips: list[tuple], recorded: dict, passes: int = PASSES, others: tuple = ()) -> list[float]:
+    """Median ms a frame of FABRIK IK, of its write floor (:class:`WriteFloor` of ``recorded``) and of each frame
+    handler of ``others`` (e.g. :class:`LeanArm`) on the same rigs, frame by frame in turn (each pass shifts which
+    takes which frame): FABRIK IK's frame and depsgraph handlers are taken out of the handler lists for the
+    others' frames."""
     from fabrik_addon import handlers
 
     ours = [(getattr(bpy.app.handlers, event), function) for event, function in handlers.HANDLERS
             if event in ("frame_change_post", "depsgraph_update_post")]
-    floor = WriteFloor(tips, recorded)
+    theirs = [WriteFloor(tips, recorded), *others]  # kind 1, 2, ...
+    post = bpy.app.handlers.frame_change_post
     scene = bpy.context.scene
-    times: tuple[list[float], list[float]] = ([], [])  # FABRIK IK's, the floor's
+    times: list[list[float]] = [[] for _ in range(1 + len(theirs))]  # FABRIK IK's, the floor's, the others'
 
     def use(kind: int) -> None:
         for handler_list, function in ours:
             if kind == 0 and function not in handler_list:
                 handler_list.append(function)
-            elif kind == 1 and function in handler_list:
+            elif kind != 0 and function in handler_list:
                 handler_list.remove(function)
-        if kind == 1 and floor not in bpy.app.handlers.frame_change_post:
-            bpy.app.handlers.frame_change_post.append(floor)
-        elif kind == 0 and floor in bpy.app.handlers.frame_change_post:
-            bpy.app.handlers.frame_change_post.remove(floor)
+        for k, handler in enumerate(theirs, 1):
+            if kind == k and handler not in post:
+                post.append(handler)
+            elif kind != k and handler in post:
+                post.remove(handler)
 
     try:
         for k in range(passes):
             for f in FRAMES:
-                kind = (f + k) % 2
+                kind = (f + k) % len(times)
                 use(kind)
                 started = clock()
                 scene.frame_set(f)
@@ -349,7 +394,7 @@ def alternate(tips: list[tuple], recorded: dict, passes: int = PASSES) -> tuple[
                 times[kind].append(clock() - started)
     finally:
         use(0)
-    return float(np.median(times[0])) * 1e3, float(np.median(times[1])) * 1e3
+    return [float(np.median(t)) * 1e3 for t in times]
 
 
 KINDS = ("none", "blender", "fabrik", "floor")  # (the floor after FABRIK IK: it writes what FABRIK IK wrote)
@@ -392,7 +437,9 @@ def measure_kind(case: Case, kind: str, recorded: dict | None = None, sweep: int
         if kind == "fabrik" and recorded is not None and not sweep:
             recorded.update(record_writes(tips))
             if case.real:
-                result["alternated_ms"] = alternate(tips, recorded)
+                ob, _, target, _ = tips[0]
+                lean = (LeanArm(ob, target, ob.fabrik.chains[0].pole),) if case.lean else ()
+                result["alternated_ms"] = alternate(tips, recorded, others=lean)
         return result
     finally:
         if kind == "fabrik":
@@ -429,7 +476,10 @@ def run(rounds: int = ROUNDS, only: str | None = None, clock_name: str = "wall")
         # The add-on's own work: what it costs beyond writing the same bones, per chain.
         row["above_floor_ms_per_chain"] = (row["fabrik"]["ms"] - row["floor"]["ms"]) / case.chains
         if "alternated" in row:  # the same, from FABRIK IK's and the floor's frames taken in turn (median)
-            row["above_floor_ms_per_chain"] = float(np.median([a - b for a, b in row.pop("alternated")])) / case.chains
+            alternated = row.pop("alternated")
+            row["above_floor_ms_per_chain"] = float(np.median([a[0] - a[1] for a in alternated])) / case.chains
+            if case.lean:  # LeanArm's frames, likewise
+                row["lean_above_floor_ms"] = float(np.median([a[2] - a[1] for a in alternated]))
         # The add-on's handler alone (its solve and writes, not Blender's re-evaluation), per chain.
         row["handler_ms_per_chain"] = row["fabrik"]["handler_ms"] / case.chains
         rows.append(row)
@@ -460,6 +510,11 @@ def print_table(data: dict) -> None:
         print(f"one arm, 1000 other bones against none: write floor x{_growth(big_arm, small_arm, 'floor'):.1f}, "
               f"FABRIK IK above the floor x{_above(big_arm) / _above(small_arm):.2f}, FABRIK IK's handler "
               f"x{big_arm['handler_ms_per_chain'] / small_arm['handler_ms_per_chain']:.2f}")
+    if small_arm and big_arm and "lean_above_floor_ms" in small_arm:
+        print(f"a lean Python two-bone handler (LeanArm: reads, law of cosines, two writes; no checks) above the "
+              f"floor, taking frames in turn with FABRIK IK and the floor: {small_arm['lean_above_floor_ms']:.4f} ms "
+              f"on 0 other bones, {big_arm['lean_above_floor_ms']:.4f} ms on 1000 (FABRIK IK {_above(small_arm):.4f} "
+              f"and {_above(big_arm):.4f})")
     if small_arm and "swept_handler_ms" in small_arm:
         line = (f"FABRIK IK's handler, one arm on 0 other bones: {small_arm['handler_ms_per_chain']:.3f} ms; after "
                 f"touching {SWEEP_MB} MB of memory each frame first (the caches as Blender's re-evaluation of a big "
