@@ -1,11 +1,12 @@
 """One 2-bone arm on an armature with other bones, 20 frames played under valgrind: counts that the wall clock of a
 shared machine cannot resolve (docs/speed.md, "Issue 27, eighth pass").
 
-    python scripts/frame_instructions.py KIND OTHERS     (KIND: fabrik | floor; OTHERS: other bones, e.g. 0, 150, 1000)
+    python scripts/frame_instructions.py KIND OTHERS    (KIND: fabrik | floor | lean; OTHERS: other bones: 0, 1000)
 
 ``fabrik``: the arm is a FABRIK IK chain (Two-Bone solver, a pole, the add-on's defaults), its target keyed on a
 circle; ``floor``: the add-on is not registered and a frame handler writes the arm's two rotations, a new one each
-frame, which is all the write floor does (scripts/blender_bench.py). Ten frames of warm-up, then
+frame, which is all the write floor does (scripts/blender_bench.py); ``lean``: blender_bench.LeanArm solves and
+writes the arm, the least a Python solver's handler does. Ten frames of warm-up, then
 ``bpy.data.texts.new`` (the marker valgrind zeroes its counters at), then the 20 frames counted. Whole frames,
 instructions (Blender's threaded evaluation is counted in full only on one CPU: unpinned, two identical runs
 differed by 22%):
@@ -33,6 +34,10 @@ from mathutils import Quaternion
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from blender_bench import LeanArm  # noqa: E402
+
 import fabrik_addon  # noqa: E402
 from rigkit import realrig  # noqa: E402
 from rigkit.blender import add_chain  # noqa: E402
@@ -51,6 +56,9 @@ def build(kind: str, others: int) -> None:
         fabrik_addon.register()
         add_chain(ob, spec.tip, spec.length, target, pole, solver='TWO_BONE', tolerance=0.001, iterations=30)
         return
+    if kind == "lean":
+        bpy.app.handlers.frame_change_post.append(LeanArm(ob, target, pole))
+        return
     bones = [ob.pose.bones[name] for name in realrig.chain_bone_names(ob, spec.tip, spec.length)]
 
     def floor(scene, _depsgraph=None) -> None:
@@ -63,8 +71,8 @@ def build(kind: str, others: int) -> None:
 
 def main() -> None:
     kind, others = sys.argv[1], int(sys.argv[2])
-    if kind not in ("fabrik", "floor"):
-        raise SystemExit("KIND is fabrik or floor")
+    if kind not in ("fabrik", "floor", "lean"):
+        raise SystemExit("KIND is fabrik, floor or lean")
     build(kind, others)
     scene = bpy.context.scene
     for frame in FRAMES[:WARM_UP]:
