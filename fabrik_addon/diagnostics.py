@@ -40,6 +40,8 @@ class Explanation:
 
 
 _results: dict[int, Diagnostic] = {}
+# Chains recorded INVALID since the last take_invalid(): the solve gives their bones back (.rig.solve).
+_invalid: list = []
 
 
 def of(chain) -> Diagnostic:
@@ -54,6 +56,8 @@ def record(chain, status: str, message: str = "", error: float = 0.0, iterations
         entry = _results[key] = Diagnostic()
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
     entry.why = None
+    if status == 'INVALID':
+        _invalid.append(chain)
     if group is not None:
         entry.group = group
 
@@ -64,6 +68,14 @@ def set_group(chain, label: str) -> None:
 
 def clear() -> None:
     _results.clear()
+    _invalid.clear()
+
+
+def take_invalid() -> list:
+    """The chains recorded INVALID since the last call (a chain may come more than once), forgotten here."""
+    taken = _invalid[:]
+    _invalid.clear()
+    return taken
 
 
 def record_solve(chain, reached: bool, converged: bool, error: float, iterations: int) -> None:

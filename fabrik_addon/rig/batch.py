@@ -429,10 +429,10 @@ def _write(table: Table, group: Group) -> None:
                                       q[v], end, target, float(influence[v]))
             q[v] = blend_rotations(table.base[i], q[v], fraction)
     finite = np.isfinite(q).all(axis=(1, 2)) & np.isfinite(moved).all(axis=(1, 2))
-    if not finite.all():  # never write a non-finite value: such chains keep their pose
+    if not finite.all():  # never write a non-finite value: such chains show their pose without IK (INVALID)
         for v in np.flatnonzero(~finite):
-            diagnostics.record(items[valid[v]][1], 'INVALID', "The solve gave a non-finite pose; the pose was "
-                               "left as it was")
+            diagnostics.record(items[valid[v]][1], 'INVALID', "The solve gave a non-finite pose; the bones show "
+                               "their pose without IK")
         keep_rows = np.flatnonzero(finite)
         valid = [valid[v] for v in keep_rows]
         rows = valid

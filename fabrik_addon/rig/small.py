@@ -225,7 +225,7 @@ def _solve_chain(arm: ArmatureFrame, chain, plan: ChainPlan, pending: list | Non
     pose.scale_checked = pose.scales is None
     result = _solve_points(inputs, pose, use_stretch)
     if not math.isfinite(result.error + sum(map(sum, result.joints))):
-        raise ChainError("The solve gave a non-finite pose; the pose was left as it was")
+        raise ChainError("The solve gave a non-finite pose; the bones show their pose without IK")
     segments = pose.segments
     stretch = (result.joints[1] - result.joints[0]).length / segments[0] \
         if use_stretch and placed and segments[0] > 0.0 else 1.0
@@ -379,7 +379,7 @@ def _write(arm: ArmatureFrame, inputs: ChainInputs, pose: StartPose, result: Cha
         rotations, scales = _blend(arm, inputs, pose, rotations, scales, frame is not None)
         check = sum(map(sum, rotations))
     if not math.isfinite(check + sum(map(sum, scales)) if scales else check):
-        raise ChainError("The solve gave a non-finite rotation; the pose was left as it was")
+        raise ChainError("The solve gave a non-finite rotation; the bones show their pose without IK")
     originals = arm.bones
     kept = arm.kept if arm.keep_matrices else ()
     static = cache.static_base

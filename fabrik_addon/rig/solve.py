@@ -33,6 +33,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
     stale: list = []
     if retry:
         inputs.missed.clear()
+        diagnostics.take_invalid()  # (recorded outside a solve: not this solve's)
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for k, ob in enumerate(obs):
         # indexed per chain below: a list is cheaper than the collection (the frame handler's are listed)
@@ -105,6 +106,28 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
         followed = [ob for ob in obs if any([renames.follow(chain) for chain in ob.fabrik.chains])]
         if followed:
             solve_armatures(followed, depsgraph, retry=False)
+    if retry:
+        release_invalid(depsgraph)
+
+
+def release_invalid(depsgraph) -> None:
+    """Chains this solve marked INVALID (and still are) leave their bones in their pose without IK, as a chain
+    switched off does (:func:`.base_pose.release`), not in the pose the last frame that solved them wrote: the
+    pose at a frame then depends on that frame alone, whichever frame was shown before it, and a bake keys the
+    pose without IK there (an unkeyed 3-bone chain whose target was keyed to 1e30 on frames 5-9 showed frame 4's
+    IK pose on frame 5 after frame 4 and frame 10's after frame 10). Bones already given back are left as they
+    are (a pose made by hand while the chain is invalid stays)."""
+    rigs: dict[int, tuple] = {}
+    for chain in diagnostics.take_invalid():
+        if diagnostics.of(chain).status == 'INVALID':
+            ob = chain.id_data
+            listed = rigs.setdefault(ob.as_pointer(), (ob, {}))[1]
+            listed[chain.as_pointer()] = chain
+    for ob, chains in rigs.values():
+        try:
+            release(ob, list(chains.values()), ob.evaluated_get(depsgraph))
+        except Exception as error:  # noqa: BLE001 - bones gone under the chain: nothing to give back
+            print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK: {error}")
 
 
 # Statuses of a chain whose bones FABRIK IK posed at its last solve.

@@ -3,7 +3,8 @@
 import bpy
 import numpy as np
 import pytest
-from rigs import add_chain, armature, empty, straightish_chain, world_tail
+from mathutils import Quaternion
+from rigs import add_chain, armature, empty, key_path, straightish_chain, world_tail
 
 
 def two_chain_rig():
@@ -39,21 +40,59 @@ def test_chain_longer_than_the_hierarchy():
     assert_good_chain_works(ob, good, target)
 
 
-def test_deleted_target_is_reported_and_pose_kept():
+def test_a_deleted_target_is_reported_and_its_chain_shows_its_pose_without_ik():
+    """As under Blender's IK constraint, whose target is deleted: the chain is INVALID and its bones show their
+    pose without IK (here an FK bend), not the IK pose of the last solve; the other rig keeps solving."""
     ob = straightish_chain("Arm", 3)
+    fk = Quaternion((1.0, 0.0, 0.0), 0.4)
+    ob.pose.bones["b1"].rotation_quaternion = fk
     other = straightish_chain("Other", 3, location=(3, 0, 0))
     target = empty("Doomed", (0.5, 0.5, 2.0))
     chain = add_chain(ob, "b2", 3, target)
     good_target = empty("Good", (3.5, 0.5, 2.0))
     good = add_chain(other, "b2", 3, good_target)
     bpy.context.view_layer.update()
-    pose = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    assert chain.status == 'REACHED'
     bpy.data.objects.remove(target)
     bpy.context.view_layer.update()
     bpy.context.scene.frame_set(3)
     assert chain.status == 'INVALID' and "Pick a target" in chain.message
-    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] == pose
+    rotations = [Quaternion(pb.rotation_quaternion) for pb in ob.pose.bones]
+    for pb, rotation in zip(ob.pose.bones, rotations):
+        expected = fk if pb.name == "b1" else Quaternion()
+        assert rotation.rotation_difference(expected).angle < 1e-6, pb.name
     assert_good_chain_works(other, good, good_target)
+
+
+def test_an_invalid_frame_shows_the_pose_without_ik_whichever_frame_came_before():
+    """A target keyed out of bounds (1e30) on frames 5-9: the chain is INVALID there and shows its pose without
+    IK, the same after frame 4 and after frame 10 (it showed the IK pose of whichever frame came before:
+    0.11 against 0.05 in the root bone's W), and a bake keys that pose there, as its warning says."""
+    ob = straightish_chain("Arm", 3)
+    fk = Quaternion((0.0, 0.0, 1.0), 0.3)
+    ob.pose.bones["b0"].rotation_quaternion = fk
+    target = empty("T", (0.5, 0.5, 2.0))
+    chain = add_chain(ob, "b2", 3, target)
+    far = (1e30, 0.0, 0.0)
+    key_path(target, [(0.5, 0.5, 2.0), (0.5, 0.5, 2.0), far, far, (0.2, -0.5, 1.8)], [1, 4, 5, 9, 10])
+    scene = bpy.context.scene
+    seen = []
+    for before in (4, 10, 1, 9):
+        scene.frame_set(before)
+        assert chain.status == ('INVALID' if 5 <= before <= 9 else 'REACHED')
+        scene.frame_set(5)
+        assert chain.status == 'INVALID' and "invalid position" in chain.message
+        seen.append([tuple(pb.rotation_quaternion) for pb in ob.pose.bones])
+    assert all(pose == seen[0] for pose in seen)
+    assert Quaternion(seen[0][0]).rotation_difference(fk).angle < 1e-6
+    assert all(Quaternion(q).angle < 1e-6 for q in seen[0][1:])
+    scene.frame_set(1)
+    bpy.context.view_layer.objects.active = ob
+    assert bpy.ops.pose.fabrik_bake(frame_start=1, frame_end=10) == {'FINISHED'}
+    for frame in (5, 7, 9):
+        scene.frame_set(frame)
+        keyed = np.array([tuple(pb.rotation_quaternion) for pb in ob.pose.bones])
+        assert np.abs(keyed - np.array(seen[0])).max() <= 1e-6, frame
 
 
 def test_target_that_is_a_bone_of_the_chain():
@@ -88,13 +127,15 @@ def test_target_at_infinity_or_nan_never_writes_nan():
 
 def test_a_solver_gone_wrong_never_writes_nan(monkeypatch, solve_path):
     """The last guard: whatever the solver returns, a non-finite rotation is never written and the
-    chain keeps the pose it had, whole (no half-written chain)."""
+    chain shows its pose without IK, whole (no half-written chain)."""
     from fabrik_addon.rig import batch, small
     from fabrik_addon.solver import ChainResults
 
     ob, good, good_target = two_chain_rig()
+    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]  # the pose without IK
     bpy.context.view_layer.update()
-    before = [tuple(pb.rotation_quaternion) for pb in ob.pose.bones]
+    assert good.status == 'REACHED'
+    assert [tuple(pb.rotation_quaternion) for pb in ob.pose.bones] != before
 
     def nan_points(points, *_args, **_kwargs):
         return [(float("nan"),) * 3 for _ in points], 0.0, 1
@@ -130,3 +171,4 @@ def test_two_bone_solver_on_a_three_bone_chain():
     chain = add_chain(ob, "b2", 3, empty("T", (0.5, 0.5, 2.0)), solver='TWO_BONE')
     bpy.context.view_layer.update()
     assert chain.status == 'INVALID' and "exactly 2 bones" in chain.message
+

@@ -6,6 +6,7 @@ import random
 import bpy
 import numpy as np
 import pytest
+from mathutils import Quaternion
 from rigs import add_chain, armature, empty, key_path, straightish_chain, world_head, world_tail
 
 PATH = [(1.0, 0.5, 2.5), (0.5, -1.0, 2.0), (-1.0, 1.0, 3.0), (0.2, 0.3, 1.0), (1.5, 1.5, 1.5)]
@@ -136,7 +137,6 @@ def test_a_rig_carried_by_something_else_is_solved_again_when_that_moves(carried
 def test_a_bone_above_the_chain_that_copies_another_armatures_bone_is_followed_when_that_is_posed():
     """A bone above the chain copies the rotation of a bone of an armature FABRIK IK does not drive: posing that
     bone, right after a frame change, turns the chain's base, and the chain is solved again from there."""
-    from mathutils import Quaternion
 
     ob = straightish_chain("Arm", 5)
     target = empty("Target", (1.0, 0.5, 3.5))
@@ -207,15 +207,20 @@ def test_moved_rotated_and_uniformly_scaled_armature():
 
 
 @pytest.mark.usefixtures("solve_path")
-def test_non_uniform_scale_marks_the_chain_invalid_and_leaves_the_pose_alone():
+def test_non_uniform_scale_marks_the_chain_invalid_and_shows_the_pose_without_ik():
+    """Whatever frame 10's solve wrote: an invalid chain's bones show their pose without IK, as a chain switched
+    off does (and as Blender's IK constraint does when it cannot solve)."""
     ob, target, chain = animated_rig()
+    for pb, angle in zip(ob.pose.bones, (0.2, -0.3, 0.1, 0.25)):
+        pb.rotation_quaternion = Quaternion((1.0, 0.0, 0.0), angle)  # an FK pose: the pose without IK
+    without_ik = pose_snapshot(ob)
     bpy.context.scene.frame_set(10)
-    before = pose_snapshot(ob)
+    assert chain.status == 'REACHED' and np.abs(pose_snapshot(ob) - without_ik).max() > 0.1
     ob.scale = (1.0, 2.0, 1.0)
     bpy.context.scene.frame_set(20)
     assert chain.status == 'INVALID'
     assert "scale" in chain.message
-    np.testing.assert_array_equal(pose_snapshot(ob), before)
+    np.testing.assert_allclose(pose_snapshot(ob), without_ik, atol=1e-6)
 
 
 @pytest.mark.usefixtures("solve_path")
