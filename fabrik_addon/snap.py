@@ -445,6 +445,11 @@ def _reference_problem(ob, chain, bones: list[str]) -> str:
     while walk is not None:
         carriers.add(walk.as_pointer())
         walk = walk.parent
+    if chain.pole == chain.target and (chain.target.type != 'ARMATURE' or chain.pole_bone == chain.target_bone):
+        # One object (or bone) cannot sit on the tip and on the bend side at once: placing it as the pole would
+        # move the target off the tip.
+        return rpt_("Chain '{}': its pole is its target, '{}'; pick another object (or bone) for the pole").format(
+            chain.name, _label(chain.target, chain.target_bone))
     for thing, bone_name in ((chain.target, chain.target_bone), (chain.pole, chain.pole_bone)):
         if thing is None:
             continue

@@ -484,6 +484,28 @@ def test_snap_fk_to_ik_refuses_a_rig_switched_off():
     assert rig.chains[0].influence == 1.0
 
 
+def test_snap_ik_to_fk_refuses_a_pole_that_is_the_target_and_moves_nothing():
+    """One object cannot stand on the tip and on the bend side: placed as the pole it left the target 2.3 units
+    off the tip (the chain then unreachable, its joints 1.7 from the FK pose) while the snap said it succeeded.
+    The same for one bone of a control armature as both; two bones of it are two controls."""
+    rig = arm_rig()
+    chain = rig.chains[0]
+    chain.pole = chain.target
+    before = chain.target.matrix_basis.copy()
+    pose_mode(rig.ob)
+    with pytest.raises(RuntimeError, match="its pole is its target"):
+        bpy.ops.pose.fabrik_snap_ik_to_fk()
+    assert chain.target.matrix_basis == before
+    controls = armature("Controls", [("hand", (1, 0, 0), (1, 0, 0.2), None, False, 0.0),
+                                     ("elbow", (1, 1, 0), (1, 1, 0.2), None, False, 0.0)])
+    chain.target, chain.target_bone, chain.pole, chain.pole_bone = controls, "hand", controls, "hand"
+    pose_mode(rig.ob)
+    with pytest.raises(RuntimeError, match="its pole is its target"):
+        bpy.ops.pose.fabrik_snap_ik_to_fk()
+    chain.pole_bone = "elbow"
+    assert bpy.ops.pose.fabrik_snap_ik_to_fk() == {'FINISHED'}
+
+
 def test_snap_ik_to_fk_refuses_a_target_that_carries_the_armature():
     rig = arm_rig()
     carrier = empty("Carrier", (0.0, 0.0, 0.0))
