@@ -38,6 +38,20 @@ class BakeResult:
 UNREGISTERED = "The FABRIK IK add-on was unregistered during the bake"
 
 
+def check_range(start: int, end: int, step: int) -> None:
+    """Raises ``ValueError`` (a message for the user) for a frame range that cannot be baked: empty, a step below 1,
+    or frames Blender does not have (a scene frame lies within +-1048574: beyond, ``frame_set`` clamps, and a
+    range of 2**32 frames ran out of memory with a traceback)."""
+    if end < start:
+        raise ValueError(rpt_("Frame range {}-{} is empty").format(start, end))
+    if step < 1:
+        raise ValueError(rpt_("Step must be at least 1"))
+    frames = bpy.types.Scene.bl_rna.properties["frame_current"]
+    if start < frames.hard_min or end > frames.hard_max:
+        raise ValueError(rpt_("Frame range {}-{} goes beyond Blender's frames ({} to {})").format(
+            start, end, frames.hard_min, frames.hard_max))
+
+
 def registered() -> bool:
     """Whether our properties still exist: after unregistering, touching a chain would crash Blender."""
     return "fabrik" in bpy.types.Object.bl_rna.properties
@@ -109,10 +123,7 @@ def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, pro
 
     Raises ``ValueError`` (with a message for the user) when nothing can be baked.
     """
-    if options.frame_end < options.frame_start:
-        raise ValueError(f"Frame range {options.frame_start}-{options.frame_end} is empty")
-    if options.step < 1:
-        raise ValueError("Step must be at least 1")
+    check_range(options.frame_start, options.frame_end, options.step)
     if ob.mode == 'EDIT':
         raise ValueError(f"'{ob.name}' is in Edit Mode: leave it to bake")
     if not ob.fabrik.enabled:
@@ -123,12 +134,15 @@ def bake_chains(context, ob, chain_indices: list[int], options: BakeOptions, pro
     scene = context.scene
     started = time.perf_counter()
     original_frame = scene.frame_current
+    keyed = False
     try:
         samples = sample(context, ob, bones, options, progress)
         note = _own_action(ob)
         keys, key_seconds, baked = write_keys(context, ob, bones, samples, options, progress)
+        keyed = True
     finally:
-        if options.disable_chains and registered():
+        # Only a bake that keyed its range switches its chains off: one that failed leaves them as they were.
+        if keyed and options.disable_chains and registered():
             for i in chain_indices:
                 ob.fabrik.chains[i].enabled = False
         scene.frame_set(original_frame)

@@ -13,6 +13,7 @@ the command works wherever the extension is enabled (a render-farm worker needs 
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -111,8 +112,14 @@ def parse(argv: list[str], prog: str | None = None) -> Options:
         raise UsageError(f"bad frame range '{args.frames}': START must not be after END")
     if args.step < 1:
         raise UsageError("--step must be at least 1")
-    if args.reduce < 0.0:
-        raise UsageError("--reduce must not be negative")
+    from .bake import check_range  # (imported on use, as the bakes are)
+
+    try:
+        check_range(start, end, args.step)
+    except ValueError as error:
+        raise UsageError(f"bad frame range '{args.frames}': {error}") from error
+    if not args.reduce >= 0.0 or not math.isfinite(args.reduce):  # (NaN fails both)
+        raise UsageError("--reduce must be a finite distance, not negative")
     scene = args.scene.expanduser().absolute()
     output = args.output.expanduser().absolute() if args.output is not None else None
     if output is not None:

@@ -207,10 +207,7 @@ def _check(ob, indices: list[int], options: ControlsOptions) -> dict[int, list[s
         raise ValueError(rpt_("'{}' is linked from a library: make a library override first").format(ob.name))
     if ob.data.pose_position == 'REST':
         raise ValueError(rpt_("'{}' shows its Rest Position: switch to Pose Position").format(ob.name))
-    if options.frame_end < options.frame_start:
-        raise ValueError(rpt_("Frame range {}-{} is empty").format(options.frame_start, options.frame_end))
-    if options.step < 1:
-        raise ValueError(rpt_("Step must be at least 1"))
+    bake.check_range(options.frame_start, options.frame_end, options.step)
     if not indices:
         raise ValueError(rpt_("'{}' has no FABRIK chains").format(ob.name))
     chains = ob.fabrik.chains

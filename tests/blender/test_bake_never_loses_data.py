@@ -51,6 +51,33 @@ def test_bake_with_the_rig_switched_off_is_refused_and_changes_nothing():
     assert chain.bake_max_error == -1.0
 
 
+@pytest.mark.parametrize(("start", "end"), [(-2 ** 31, 2 ** 31 - 1), (1, 1048575), (-1048575, 1)])
+def test_a_range_beyond_blenders_frames_is_refused_and_changes_nothing(start, end):
+    """Blender's frames run from -1048574 to 1048574 (frame_set clamps beyond): a range past them is refused with
+    a message (the whole int range ran out of memory with a traceback, and switched the chain off)."""
+    ob, target, chain = rig()
+    with pytest.raises(RuntimeError, match="beyond Blender's frames"):
+        bpy.ops.pose.fabrik_bake(frame_start=start, frame_end=end)
+    assert chain.enabled
+    assert not keys(ob)
+    assert chain.bake_max_error == -1.0
+
+
+def test_a_bake_that_fails_while_sampling_leaves_its_chains_switched_on(monkeypatch):
+    from fabrik_addon import bake
+
+    ob, target, chain = rig()
+
+    def fail(*_args, **_kwargs):
+        raise ValueError("sampling failed")
+
+    monkeypatch.setattr(bake, "sample", fail)
+    with pytest.raises(RuntimeError, match="sampling failed"):
+        bpy.ops.pose.fabrik_bake(frame_start=1, frame_end=20)
+    assert chain.enabled
+    assert not keys(ob)
+
+
 def test_bake_in_edit_mode_is_refused_and_changes_nothing():
     ob, target, chain = rig()
     bpy.ops.object.mode_set(mode='EDIT')

@@ -43,10 +43,20 @@ def test_frame_ranges_include_negative_frames(frames, expected):
     (["s.blend", "--frames", "1-5", "--output", "o.txt"], "must end in .blend"),
     (["s.blend", "--frames", "1-5", "--output", "missing_dir/o.blend"], "does not exist"),
     (["s.blend", "--frames", "1-5", "--output", "o.blend", "--step", "0"], "--step"),
+    (["s.blend", "--frames", "1-99999999999", "--output", "o.blend"], "beyond Blender's frames"),
+    (["s.blend", "--frames", "-1048575-0", "--output", "o.blend"], "beyond Blender's frames"),
+    (["s.blend", "--frames", "1-5", "--output", "o.blend", "--reduce", "nan"], "--reduce"),
+    (["s.blend", "--frames", "1-5", "--output", "o.blend", "--reduce", "inf"], "--reduce"),
+    (["s.blend", "--frames", "1-5", "--output", "o.blend", "--reduce", "-1"], "--reduce"),
 ])
 def test_bad_arguments_are_refused_with_a_message(argv, message):
     with pytest.raises(cli.UsageError, match=message.replace("-", r"\-")):
         cli.parse(argv)
+
+
+def test_blenders_own_frame_limits_are_a_range_the_command_takes():
+    options = cli.parse(["s.blend", "--frames", "-1048574-1048574", "--output", "o.blend"])
+    assert (options.start, options.end) == (-1048574, 1048574)
 
 
 def _scene(path: Path, enabled: bool = True) -> Path:

@@ -459,6 +459,10 @@ def broken_chain(rig):
     rig.chains[0].tip_bone = "nope"
 
 
+def pole_is_target(rig):
+    rig.chains[0].pole = rig.chains[0].target
+
+
 @pytest.mark.parametrize(("spoil", "arguments", "message"), [
     (driven, {}, "is driven"),
     (constrained, {}, "has constraints"),
@@ -466,7 +470,10 @@ def broken_chain(rig):
     (edit_mode, {}, "Edit Mode"),
     (broken_chain, {}, "nope"),
     (None, {"frame_start": 10, "frame_end": 5}, "is empty"),
-], ids=["driven control", "constrained control", "missing target", "edit mode", "invalid chain", "empty range"])
+    (None, {"frame_start": 1, "frame_end": 1048575}, "beyond Blender's frames"),
+    (pole_is_target, {}, "its pole is its target"),
+], ids=["driven control", "constrained control", "missing target", "edit mode", "invalid chain", "empty range",
+        "range beyond Blender's frames", "pole is the target"])
 def test_bad_input_gets_a_message_and_changes_nothing(spoil, arguments, message):
     rig = small_rig()
     if spoil is not None:
