@@ -114,6 +114,9 @@ def armature_frame(ob, depsgraph, rig_cache: cache.RigCache, chains=None, bones=
     axes = world_m.to_scale()
     if not (world_m.to_3x3().determinant() > 0.0 and max(axes) - min(axes) <= SCALE_TOLERANCE * max(axes)
             and math.isfinite(sum(world_m.translation))):
+        if not math.isfinite(sum(world_m.translation)) and math.isfinite(sum(axes)):
+            raise ChainError("The armature object is at an invalid position (NaN or infinity); fix its transform "
+                             "or whatever drives it")
         raise ChainError("The armature object has non-uniform, negative or zero scale; apply its scale")
     if chains is None:
         chains = ob.fabrik.chains

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .. import adapter, cache, diagnostics
+from ..solver.fabrik import check_settings
 from ..solver.switches import BULK_KEY
 from . import renames
 
@@ -70,8 +71,13 @@ class ChainSettings:
 
     @classmethod
     def read(cls, chain) -> ChainSettings:
+        tolerance, iterations = chain.tolerance, chain.iterations
+        try:  # (a script can set a NaN tolerance, which the float path's solver would not see)
+            check_settings(tolerance, iterations, 0.0)
+        except ValueError as error:
+            raise ChainError(str(error)) from error
         return cls(chain.target_bone, chain.pole_bone, chain.use_stretch, chain.softness, chain.max_stretch,
-                   chain.influence, chain.tolerance, chain.iterations)
+                   chain.influence, tolerance, iterations)
 
 
 def settings_of(chain, plan: ChainPlan) -> ChainSettings:

@@ -257,7 +257,10 @@ def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -
     rel = [rig_cache.rel[rig_cache.index[n]] for n in names]
     locations = [basis_location(rig_cache, rig_cache.index[n], eb) for n, eb in zip(names, ev_bones)]
     for chain, plan in zip(chains, plans):
-        check_references_once(ob, chain, plan)
+        try:
+            check_references_once(ob, chain, plan)
+        except ChainError as error:  # the whole tree is refused: say which chain holds it up
+            raise type(error)(f"Chain '{chain.name}': {error}") from error
     channels = [base_channels(pb, eb, rig_cache.animated_paths) for pb, eb in zip(pose_bones, ev_bones)]
     base = [adapter.quaternion_from_channels(pb.rotation_mode, c) for pb, c in zip(pose_bones, channels)]
     top_parent = parent_matrix(arm, data[0])
@@ -282,14 +285,17 @@ def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]
     index, pre, data, depsgraph = tree.index, tree.pre, tree.data, arm.depsgraph
     goals = _Goals([pre[n][:3, 3] for n in tree.names], [-1] + [index[b.parent.name] for b in data[1:]],
                    [], [], [], [], [])
+    tails: dict[str, int] = {}  # tip bone -> the joint at its tail (two chains on one tip bone end there both)
     for chain, plan in zip(chains, plans):
         tip = plan.bones[-1]
         if chain.match_target_rotation:
             effector = index[tip]
+        elif tip in tails:
+            effector = tails[tip]
         else:
             goals.joints.append((pre[tip] @ np.array([0.0, data[index[tip]].length, 0.0, 1.0]))[:3])
             goals.parents.append(index[tip])
-            effector = len(goals.joints) - 1
+            effector = tails[tip] = len(goals.joints) - 1
         if effector in goals.effectors:
             raise ChainError(f"Chains '{chains[goals.effectors.index(effector)].name}' and '{chain.name}' "
                              "end at the same point")

@@ -172,3 +172,54 @@ def test_two_bone_solver_on_a_three_bone_chain():
     bpy.context.view_layer.update()
     assert chain.status == 'INVALID' and "exactly 2 bones" in chain.message
 
+
+def test_two_chains_on_one_tip_bone_are_refused_as_ending_at_the_same_point():
+    """Two chains whose tip is the same bone pull one point toward two targets: refused with the reason (they
+    were solved as a tree that said "did not converge ... raise Iterations"), with or without Match Target
+    Rotation."""
+    for match in (False, True):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        ob = straightish_chain("Arm", 3)
+        first = add_chain(ob, "b2", 3, empty("T1", (0.5, 0.5, 2.0)))
+        second = add_chain(ob, "b2", 2, empty("T2", (-0.5, 0.2, 2.2)))
+        first.match_target_rotation = second.match_target_rotation = match
+        bpy.context.view_layer.update()
+        for chain in (first, second):
+            assert chain.status == 'INVALID' and "end at the same point" in chain.message, (match, chain.message)
+
+
+def test_a_tree_refused_for_one_chain_names_that_chain():
+    """Chains sharing bones are solved (and refused) together: the message names the chain that holds them up."""
+    ob = straightish_chain("Fork", 2)
+    bpy.context.view_layer.objects.active = ob
+    bpy.ops.object.mode_set(mode='EDIT')
+    for name, x in (("l", -0.3), ("r", 0.3)):
+        bone = ob.data.edit_bones.new(name)
+        bone.head, bone.tail = ob.data.edit_bones["b1"].tail, (x, 0.0, 3.0)
+        bone.parent, bone.use_connect = ob.data.edit_bones["b1"], True
+    bpy.ops.object.mode_set(mode='OBJECT')
+    left = add_chain(ob, "l", 2, empty("TL", (-0.5, 0.0, 2.6)))
+    right = add_chain(ob, "r", 2, None)
+    left.name, right.name = "arm.L", "arm.R"
+    bpy.context.view_layer.update()
+    for chain in (left, right):
+        assert chain.status == 'INVALID' and chain.message == "Chain 'arm.R': Pick a target object", chain.message
+
+
+def test_a_nan_tolerance_is_refused_with_its_name():
+    ob = straightish_chain("Arm", 3)
+    chain = add_chain(ob, "b2", 3, empty("T", (0.5, 0.5, 2.0)))
+    chain.tolerance = float("nan")
+    bpy.context.view_layer.update()
+    assert chain.status == 'INVALID' and "tolerance must be a finite number" in chain.message
+
+
+def test_an_armature_at_a_nan_position_is_refused_as_such():
+    ob = straightish_chain("Arm", 3)
+    chain = add_chain(ob, "b2", 3, empty("T", (0.5, 0.5, 2.0)))
+    bpy.context.view_layer.update()
+    ob.location = (float("nan"), 0.0, 0.0)
+    bpy.context.view_layer.update()
+    assert chain.status == 'INVALID' and "invalid position" in chain.message
+    for pb in ob.pose.bones:
+        assert np.isfinite(pb.rotation_quaternion).all()
