@@ -40,8 +40,9 @@ class Explanation:
 
 
 _results: dict[int, Diagnostic] = {}
-# Chains recorded INVALID since the last take_invalid(): the solve gives their bones back (.rig.solve).
-_invalid: list = []
+# Chains recorded INVALID since the solve began (a chain may come more than once): the solve gives their bones
+# back at its end (.rig.solve.release_invalid) and clears the list at its start.
+invalid: list = []
 
 
 def of(chain) -> Diagnostic:
@@ -57,7 +58,7 @@ def record(chain, status: str, message: str = "", error: float = 0.0, iterations
     entry.status, entry.message, entry.error, entry.iterations = status, message, error, iterations
     entry.why = None
     if status == 'INVALID':
-        _invalid.append(chain)
+        invalid.append(chain)
     if group is not None:
         entry.group = group
 
@@ -68,14 +69,7 @@ def set_group(chain, label: str) -> None:
 
 def clear() -> None:
     _results.clear()
-    _invalid.clear()
-
-
-def take_invalid() -> list:
-    """The chains recorded INVALID since the last call (a chain may come more than once), forgotten here."""
-    taken = _invalid[:]
-    _invalid.clear()
-    return taken
+    invalid.clear()
 
 
 def record_solve(chain, reached: bool, converged: bool, error: float, iterations: int) -> None:

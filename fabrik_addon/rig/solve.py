@@ -33,7 +33,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
     stale: list = []
     if retry:
         inputs.missed.clear()
-        diagnostics.take_invalid()  # (recorded outside a solve: not this solve's)
+        diagnostics.invalid.clear()  # (recorded outside a solve: not this solve's)
     bones_by_length: dict[int, int] = defaultdict(int)  # chain length -> bones in such standalone chains
     for k, ob in enumerate(obs):
         # indexed per chain below: a list is cheaper than the collection (the frame handler's are listed)
@@ -106,7 +106,7 @@ def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] |
         followed = [ob for ob in obs if any([renames.follow(chain) for chain in ob.fabrik.chains])]
         if followed:
             solve_armatures(followed, depsgraph, retry=False)
-    if retry:
+    if retry and diagnostics.invalid:
         release_invalid(depsgraph)
 
 
@@ -118,7 +118,9 @@ def release_invalid(depsgraph) -> None:
     IK pose on frame 5 after frame 4 and frame 10's after frame 10). Bones already given back are left as they
     are (a pose made by hand while the chain is invalid stays)."""
     rigs: dict[int, tuple] = {}
-    for chain in diagnostics.take_invalid():
+    invalid = diagnostics.invalid[:]
+    diagnostics.invalid.clear()
+    for chain in invalid:
         if diagnostics.of(chain).status == 'INVALID':
             ob = chain.id_data
             listed = rigs.setdefault(ob.as_pointer(), (ob, {}))[1]
