@@ -16,7 +16,7 @@ from ..solver.switches import SMALL_BONES  # tests switch paths by setting solve
 from . import batch, inputs, renames, small, tree
 from .base_pose import release, remember_written, restore_base, restore_scale
 from .inputs import ArmatureFrame, armature_frame, basis_location, parent_matrix
-from .plan import ChainError, bone_depth, set_status
+from .plan import ChainError, bone_depth, chain_bones, set_status
 
 
 def solve_armatures(obs, depsgraph, retry: bool = True, chains: Sequence[list] | None = None,
@@ -121,7 +121,7 @@ def release_invalid(depsgraph) -> None:
     invalid = diagnostics.invalid[:]
     diagnostics.invalid.clear()
     for chain in invalid:
-        if diagnostics.of(chain).status == 'INVALID':
+        if diagnostics.of(chain).status == 'INVALID' and _holds(chain.id_data, chain):
             ob = chain.id_data
             listed = rigs.setdefault(ob.as_pointer(), (ob, {}))[1]
             listed[chain.as_pointer()] = chain
@@ -130,6 +130,18 @@ def release_invalid(depsgraph) -> None:
             release(ob, list(chains.values()), ob.evaluated_get(depsgraph))
         except Exception as error:  # noqa: BLE001 - bones gone under the chain: nothing to give back
             print(f"FABRIK IK: '{ob.name}': could not restore the pose without IK: {error}")
+
+
+def _holds(ob, chain) -> bool:
+    """Whether a bone of ``chain`` still keeps a stored pose without IK: once given back, a chain that stays invalid
+    costs a walk of its own bones a frame, not :func:`.base_pose.release`'s walk of every chain of the rig."""
+    try:
+        names = chain_bones(ob, chain)
+    except ChainError:
+        return False
+    bones = ob.pose.bones
+    return any((pb := bones.get(name)) is not None and (pb.fabrik_base.captured or pb.fabrik_base.scale_captured)
+               for name in names)
 
 
 # Statuses of a chain whose bones FABRIK IK posed at its last solve.

@@ -223,3 +223,27 @@ def test_an_armature_at_a_nan_position_is_refused_as_such():
     assert chain.status == 'INVALID' and "invalid position" in chain.message
     for pb in ob.pose.bones:
         assert np.isfinite(pb.rotation_quaternion).all()
+
+
+def test_bones_given_back_by_an_invalid_chain_are_the_users_until_it_solves_again():
+    """Once an invalid chain has given its bones back, a pose made by hand stays while the chain stays invalid, and
+    it is the pose the chain starts from when it solves again."""
+    ob = straightish_chain("Arm", 3)
+    target = empty("T", (0.5, 0.5, 2.0))
+    chain = add_chain(ob, "b2", 3, target)
+    bpy.context.view_layer.update()
+    assert chain.status == 'REACHED'
+    chain.target = None
+    bpy.context.scene.frame_set(2)
+    assert chain.status == 'INVALID'
+    assert all(Quaternion(pb.rotation_quaternion).angle < 1e-6 for pb in ob.pose.bones)  # the pose without IK
+    by_hand = Quaternion((0.0, 1.0, 0.0), 0.5)
+    ob.pose.bones["b1"].rotation_quaternion = by_hand
+    bpy.context.scene.frame_set(3)
+    assert chain.status == 'INVALID'
+    assert Quaternion(ob.pose.bones["b1"].rotation_quaternion).rotation_difference(by_hand).angle < 1e-6
+    chain.target = target
+    bpy.context.scene.frame_set(4)
+    assert chain.status == 'REACHED'
+    chain.enabled = False  # gives back the pose without IK it started from: the one made by hand
+    assert Quaternion(ob.pose.bones["b1"].rotation_quaternion).rotation_difference(by_hand).angle < 1e-6
