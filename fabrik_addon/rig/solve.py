@@ -121,10 +121,9 @@ def release_invalid(depsgraph) -> None:
     invalid = diagnostics.invalid[:]
     diagnostics.invalid.clear()
     for chain in invalid:
-        if diagnostics.of(chain).status == 'INVALID' and _holds(chain.id_data, chain):
-            ob = chain.id_data
-            listed = rigs.setdefault(ob.as_pointer(), (ob, {}))[1]
-            listed[chain.as_pointer()] = chain
+        ob = chain.id_data
+        if diagnostics.of(chain).status == 'INVALID' and _holds(ob, chain):
+            rigs.setdefault(ob.as_pointer(), (ob, {}))[1][chain.as_pointer()] = chain
     for ob, chains in rigs.values():
         try:
             release(ob, list(chains.values()), ob.evaluated_get(depsgraph))
