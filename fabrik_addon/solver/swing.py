@@ -642,16 +642,16 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
     return SwingFit(final.joints, final.error, steps + final.steps, settled and final.settled, final.swings)
 
 
-def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
-                   limits: ResolvedLimits) -> np.ndarray | None:
+def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
+                   tolerance: float) -> np.ndarray | None:
     """Joints ``(3, 3)`` of the two-bone pose that reaches ``target`` within every limit, its elbow rolled the
     least from where the pose ``fitted`` has it; None when the target is out of the bones' reach or no pose
     that reaches keeps the limits.
 
     Every pose that reaches has its elbow on one circle about the line from the root to the target: its roll
     ``phi`` about that line (0 at ``fitted``'s elbow) is sampled REACH_ROLLS times, and between the allowed
-    sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side);
-    not for a hinged first bone (None).
+    sample nearest 0 and the one before it the edge of the limits is found by bisection (on its allowed side).
+    A hinged first bone: :func:`_hinged_reach` (``tolerance``: how near its poses must come).
     """
     root = fitted[0]
     l1, l2 = float(lengths[0]), float(lengths[1])
@@ -683,10 +683,7 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
         # the elbow alike: all of them are allowed or none (no scan where the hinge cannot make the bend).
         return pose(0.0) if allowed(0.0) else None
     if isinstance(limits.limits[0], HingeLimit):
-        # A hinged first bone keeps its elbow in its hinge's plane, which meets the circle at two rolls at most. Not
-        # taken: solved for, whether those rolls keep the hinge fell either way under float32 rounding of the
-        # inputs (a hinged fork's four rotation modes 0.42 apart on Blender 4.2), so such chains keep the solve's pose.
-        return None
+        return _hinged_reach(fitted, target, lengths, limits, tolerance)
     # Rolls 0, width, -width, 2 width, ...: nearest 0 first (on a tie, the positive one).
     width = 2.0 * math.pi / REACH_ROLLS
     order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])
@@ -712,6 +709,45 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray,
                 inner = middle
         return pose(phi)
     return None
+
+
+def _hinged_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
+                  tolerance: float) -> np.ndarray | None:
+    """:func:`two_bone_reach` for a hinged first bone, whose elbow keeps to one circle in its hinge's plane: that
+    circle meets the sphere of the second bone's length about the target at two elbows at most, solved for in
+    closed form. Each is put inside the limits as a limited pass would put it (the hinge angle clamped into its
+    range, the second bone, aimed at the target, into its own limit), so an elbow just beyond the hinge's end by
+    float rounding of the inputs (targets from poses at the end of a hinge's range) is taken as that end, not
+    dropped: the pose is continuous in the inputs. Of those that come within ``tolerance`` of the target, the one
+    whose elbow is nearest ``fitted``'s; None when neither does."""
+    root = fitted[0]
+    l1, l2 = float(lengths[0]), float(lengths[1])
+    frame = limits.limit_frame(limits.base_frame, 0)
+    line = target - root
+    # The elbow at hinge angle a is root + l1 (cos a Y + sin a Z) of that frame; it is l2 from the target where
+    # cos a (line . Y) + sin a (line . Z) = (|line|^2 + l1^2 - l2^2) / (2 l1).
+    y, z = float(line @ frame[:, 1]), float(line @ frame[:, 2])
+    spread_cos = float(line @ line) + l1 * l1 - l2 * l2
+    radius = math.hypot(y, z)
+    if radius <= REACH_DEGENERATE * (l1 + l2) or abs(spread_cos) > 2.0 * l1 * radius:
+        return None
+    middle, spread = math.atan2(z, y), math.acos(spread_cos / (2.0 * l1 * radius))
+    best: tuple[float, np.ndarray] | None = None
+    for a in (middle - spread, middle + spread):
+        bone = limits.constrain(limits.base_frame, 0, frame @ np.array([0.0, math.cos(a), math.sin(a)]))
+        elbow = root + l1 * bone
+        toward = target - elbow
+        reach = float(np.linalg.norm(toward))
+        if reach <= REACH_DEGENERATE * (l1 + l2):
+            continue
+        child = limits.constrain(limits.frame_at(limits.base_frame, 0, bone), 1, toward / reach)
+        pose = np.array([root, elbow, elbow + l2 * child])
+        if math.dist(pose[2], target) > tolerance:
+            continue
+        away = math.dist(elbow, fitted[1])
+        if best is None or away < best[0]:
+            best = (away, pose)
+    return None if best is None else best[1]
 
 
 def _two_bone_swings(middles: np.ndarray, root: np.ndarray, target: np.ndarray, limits: ResolvedLimits) -> np.ndarray:

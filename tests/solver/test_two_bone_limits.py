@@ -16,7 +16,8 @@ from rigkit.chains import curving_chain, lengths_of, random_chain
 
 HINGE = HingeLimit(-1.3, 0.8)
 CONE = ConeLimit(0.5, 0.5, 0.6, 0.4)
-LIMITS = {"hinged": [None, HINGE], "coned": [CONE, CONE], "hinge below a cone": [CONE, HINGE]}
+LIMITS = {"hinged": [None, HINGE], "coned": [CONE, CONE], "hinge below a cone": [CONE, HINGE],
+          "cone below a hinge": [HINGE, CONE], "two hinges": [HINGE, HingeLimit(-0.6, 1.9)]}
 
 
 def fold_range(l1: float, l2: float, hinge: HingeLimit) -> tuple[float, float]:
@@ -168,19 +169,26 @@ def within_limits(rng, joints: np.ndarray, limits: list) -> np.ndarray:
     return np.array(points)
 
 
-@pytest.mark.parametrize("kinds", ["cone, hinge", "free, hinge"])
+def random_limit(rng, kind: str):
+    """A random limit of ``kind`` ("free", "cone", "hinge": up to 2 rad each way)."""
+    return None if kind == "free" else ConeLimit(*rng.uniform(0.15, 0.9, 4)) if kind == "cone" else \
+        HingeLimit(-rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0))
+
+
+@pytest.mark.parametrize("kinds", ["cone, hinge", "free, hinge", "hinge, cone", "hinge, hinge", "hinge, free"])
 @pytest.mark.parametrize(("with_pole", "seed", "count"), [(True, 2, 300), (False, 1, 300)], ids=["pole", "no pole"])
 def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kinds, with_pole, seed, count):
-    """Curving two-bone chains, a random cone or no limit then a random hinge (up to 2 rad each way), targets at the
-    tip of poses within them (an arm with a coned shoulder and a hinged elbow): every target reached, the limits
-    kept. Before, the fits and limited FABRIK settled short: cone then hinge 25 of 300 with a pole, by up to 0.13
-    of the chain's length (1 of 500 without). A hinged first bone is not covered (swing.two_bone_reach)."""
+    """Curving two-bone chains, a random cone, hinge or no limit on each bone, at least one a hinge (up to 2 rad
+    each way), targets at the tip of poses within them (an arm with a coned shoulder and a hinged elbow; a hinged
+    boom, a crane's jib): every target reached, the limits kept. Before, the fits and limited FABRIK settled
+    short: cone then hinge 25 of 300 with a pole, by up to 0.13 of the chain's length (1 of 500 without); a hinged
+    first bone 12-34 of 200 (hinge then cone, then hinge, then free; by up to 0.23), whose two reaching poses are
+    now solved for (swing._hinged_reach)."""
     rng = np.random.default_rng(seed)
     for _ in range(count):
         joints = curving_chain(rng, 2, 0.5, (0.5, 1.0))
         length = float(lengths_of(joints).sum())
-        limits = [None if kind == "free" else ConeLimit(*rng.uniform(0.15, 0.9, 4)) if kind == "cone" else
-                  HingeLimit(-rng.uniform(0.2, 2.0), rng.uniform(0.2, 2.0)) for kind in kinds.split(", ")]
+        limits = [random_limit(rng, kind) for kind in kinds.split(", ")]
         resolved = resolve_limits(limits, joints)
         within = within_limits(rng, joints, limits)
         assert resolved.violations(within).max() <= 1e-9  # the target is one the limits allow
@@ -188,6 +196,33 @@ def test_a_two_bone_chain_with_a_hinge_reaches_every_target_its_limits_allow(kin
         result = solve_chain(joints, within[-1], limits=limits, tolerance=1e-3 * length, pole=pole)
         assert result.reached and result.error <= 1e-3 * length, (result.error / length, limits, joints, within)
         assert resolved.violations(result.joints).max() <= 1e-6
+
+
+@pytest.mark.parametrize("kinds", ["hinge, cone", "hinge, hinge", "hinge, free"])
+@pytest.mark.parametrize("end", ["min", "max"])
+def test_a_hinged_first_bone_at_the_end_of_its_range_reaches_and_agrees_across_float32_rounding(kinds, end):
+    """Targets from poses whose first bone's hinge is at an end of its range (a hinge driven to its stop, where
+    float rounding puts the reaching elbow just beyond it half the time), with and without a pole: every target
+    reached, the limits kept, and the inputs rounded to float32 and nudged by 1e-7 relative (a rig's rotation
+    modes) give one pose, within 1e-5 of the chain's length."""
+    rng = np.random.default_rng(31 if end == "min" else 32)
+    worst = 0.0
+    for draw in range(60):
+        joints = curving_chain(rng, 2, 0.5, (0.5, 1.0))
+        length = float(lengths_of(joints).sum())
+        limits = [random_limit(rng, kind) for kind in kinds.split(", ")]
+        stop = getattr(limits[0], f"{end}_angle")
+        within = within_limits(rng, joints, [HingeLimit(stop, stop), *limits[1:]])
+        pole = joints[0] + length * rng.normal(size=3) if draw % 2 else None
+        result = solve_chain(joints, within[-1], limits=limits, tolerance=1e-3 * length, pole=pole)
+        assert result.reached and result.error <= 1e-3 * length, (draw, result.error / length)
+        assert resolve_limits(limits, joints).violations(result.joints).max() <= 1e-6
+        for _ in range(2):
+            nudged = joints.astype(np.float32).astype(float) * (1.0 + 1e-7 * rng.normal(size=joints.shape))
+            rounded = solve_chain(nudged, within[-1].astype(np.float32).astype(float), limits=limits,
+                                  tolerance=1e-3 * length, pole=pole)
+            worst = max(worst, float(np.abs(rounded.joints - result.joints).max()) / length)
+    assert worst <= 1e-5, worst
 
 
 def test_a_flat_coned_two_bone_chain_keeps_its_bone_lengths():
