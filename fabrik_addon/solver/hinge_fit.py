@@ -105,10 +105,10 @@ class HingeCoordinates(Coordinates):
     # from the reference's roll: the hinge's plane then turns with the fit, pulled toward the reference's like
     # every coordinate (see :func:`hinge_coordinates`).
     free_roll: bool = False
-    # With hinges, no polish: where the fit settles short, what reaches there rolls the hinge's plane to one
-    # side or the other, a mirror choice that flipped with the target's side (155 degrees in one frame on the
-    # quality benchmark's coned leg with a hinged knee; the polish turned the 6-bone one 32 degrees, between
-    # local minima).
+    # With hinges, no polish in the fit: where the fit settles short, what reaches there rolls the hinge's plane
+    # to one side or the other, a mirror choice that flipped with the target's side (155 degrees in one frame on
+    # the quality benchmark's coned leg with a hinged knee; the polish turned the 6-bone one 32 degrees, between
+    # local minima). Chains where no bone rolls are polished after it (.fabrik._solve_hinged).
     polish: ClassVar[bool] = False
     proximal_from: ClassVar[int | None] = 2
     mu_beyond: ClassVar[float] = HINGE_MU_BEYOND

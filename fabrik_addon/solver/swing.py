@@ -543,7 +543,7 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     start = near
     polish_beyond = POLISH_BEYOND_THREE if len(lengths) == 3 else POLISH_BEYOND
     if error > polish_beyond * tolerance and (not isinstance(limits, Coordinates) or limits.polish):
-        polished, polished_error, more, settled_polish = _polish(near, root, target, lengths, limits, tolerance)
+        polished, polished_error, more, settled_polish = polish(near, root, target, lengths, limits, tolerance)
         steps += more
         if polished_error <= tolerance:
             return SwingFit(joints_of(polished, root, lengths, limits), polished_error, steps,
@@ -580,7 +580,7 @@ def _leaning(q_ref: np.ndarray, limits: ResolvedLimits) -> tuple[np.ndarray, boo
     return out, lean > 0.0
 
 
-def _polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
+def polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
             tolerance: float) -> tuple[np.ndarray, float, int, bool]:
     """Far short: the fits may have settled in a local minimum short of a target the cones allow. Move the pose
     from swings ``near``, as little as can be (proximal rounds, POLISH_ROUNDS, while they gain), until the tip is
@@ -633,7 +633,7 @@ def _fit_proximal(wide: np.ndarray, q_ref: np.ndarray, steps: int, settled: bool
     error = float(np.linalg.norm(tip_of(near, root, lengths, limits) - target))
     if (len(lengths) < PROXIMAL_POLISH_BELOW and error > polish_beyond * tolerance
             and (not isinstance(limits, Coordinates) or limits.polish)):
-        polished, polished_error, more, settled_polish = _polish(near, root, target, lengths, limits, tolerance)
+        polished, polished_error, more, settled_polish = polish(near, root, target, lengths, limits, tolerance)
         steps += more
         if polished_error <= tolerance:
             return SwingFit(joints_of(polished, root, lengths, limits), polished_error, steps,

@@ -9,7 +9,8 @@ from test_swing import arc, loop, turns
 
 from fabrik_addon.solver import fabrik, solve_chain
 from fabrik_addon.solver.hinge_fit import hinge_coordinates
-from fabrik_addon.solver.limits import ConeLimit, HingeLimit, resolve_limits
+from fabrik_addon.solver.limits import ChainLimits, ConeLimit, HingeLimit, resolve_limits
+from fabrik_addon.solver.rotations import turn_x
 
 CONE = ConeLimit(0.5, 0.5, 0.6, 0.4)  # the issue's cone: left, right, up, down
 KNEE = HingeLimit(math.radians(-10.0), math.radians(150.0))
@@ -25,6 +26,7 @@ def check_result(joints, limits, result) -> None:
     local-X turn inside its interval, each frame's Y along its bone, the tip within the tolerance or the solve
     settled."""
     resolved = resolve_limits(limits, joints)
+    limits = resolved.limits
     assert result.frames is not None
     dirs = np.diff(result.joints, axis=0) / np.linalg.norm(np.diff(result.joints, axis=0), axis=1)[:, None]
     assert np.abs(result.frames[:, :, 1] - dirs).max() <= 1e-9
@@ -256,3 +258,57 @@ def test_long_hinged_chains_of_other_layouts_turn_no_bone_more_than_two_degrees_
     assert worst < 2.0
     if layout == "free-foot":
         assert all(r.reached for r in results)
+
+
+def machine_arm(wrist: bool):
+    """An excavator (or a robot arm): a turret bone turning about the vertical (its local X up), a boom and a stick
+    hinged about one horizontal axis, and with ``wrist`` a bucket hinged about it too: every hinge's plane is fixed
+    by the bones above it (no bone rolls). Returns the rest joints and the limits with their frames."""
+    joints = np.array([[0.0, 0.0, 0.0], [0.0, 0.3, 0.0], [0.0, 1.0, 0.7], [0.0, 1.8, 0.3]]
+                      + ([[0.0, 2.1, -0.1]] if wrist else []))
+    axes = [(0.0, 0.0, 1.0)] + [(1.0, 0.0, 0.0)] * (len(joints) - 2)
+    frames = []
+    for axis, bone in zip(axes, np.diff(joints, axis=0)):
+        y = bone / np.linalg.norm(bone)
+        x = np.array(axis) - (np.array(axis) @ y) * y
+        x /= np.linalg.norm(x)
+        frames.append(np.stack([x, y, np.cross(x, y)], axis=1))
+    hinges = [HingeLimit(-2.0, 2.0), HingeLimit(-1.0, 0.8), HingeLimit(-1.5, 1.2)] + ([HingeLimit(-1.2, 1.6)] if wrist
+                                                                                        else [])
+    return joints, ChainLimits(hinges, frames=np.array(frames))
+
+
+@pytest.mark.parametrize(("wrist", "allowed"), [(False, 0), (True, 1)], ids=["excavator", "robot-arm"])
+def test_a_chain_of_fixed_hinges_reaches_its_own_poses_up_to_their_stops(wrist, allowed):
+    """An excavator's turret, boom and stick (a robot arm's wrist too), targets from its own poses within the
+    hinges, a third of them with a hinge at a stop, with a pole on every other one: every target reached (the
+    robot arm: all but ``allowed``), every hinge kept; the inputs rounded to float32 and nudged by 1e-7 (a rig's
+    rotation modes) give one pose to 1e-5 of the length. Before, the fit's pull held the tip 1.1-6.7 tolerances
+    short of 12 of these 150 targets (8 of the robot arm's, 1.3-30 tolerances; four seeds: 63 and 36 of 600, now 0
+    and 8): hinged chains had no polish, which flips a rolling hinge plane, and these have none. What the robot
+    arm still misses is where its polish crawls (100 rounds without the crawl rule reach it)."""
+    joints, limits = machine_arm(wrist)
+    resolved = resolve_limits(limits, joints)
+    lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
+    length = float(lengths.sum())
+    rng, nudge = np.random.default_rng(10 if wrist else 8), np.random.default_rng(0)
+    worst, missed = 0.0, 0
+    for draw in range(150):
+        parent, points = resolved.base_frame, [joints[0]]
+        for i, hinge in enumerate(limits.limits):
+            stop = draw % 3 == 0 and i == draw % len(lengths)
+            angle = (hinge.min_angle if draw % 2 else hinge.max_angle) if stop else rng.uniform(hinge.min_angle,
+                                                                                                  hinge.max_angle)
+            parent = resolved.limit_frame(parent, i) @ turn_x(angle)
+            points.append(points[-1] + lengths[i] * parent[:, 1])
+        target = points[-1]
+        pole = np.array([0.0, 1.0, 3.0]) if draw % 2 else None
+        result = solve_chain(joints, target, limits=limits, tolerance=1e-3 * length, pole=pole)
+        missed += not (result.reached and result.error <= 1e-3 * length)
+        check_result(joints, limits, result)
+        nudged = joints.astype(np.float32).astype(float) * (1.0 + 1e-7 * nudge.normal(size=joints.shape))
+        rounded = solve_chain(nudged, target.astype(np.float32).astype(float), limits=limits, tolerance=1e-3 * length,
+                              pole=pole)
+        worst = max(worst, float(np.abs(rounded.joints - result.joints).max()) / length)
+    assert missed <= allowed
+    assert worst <= 1e-5, worst
