@@ -50,6 +50,7 @@ class Rig:
     # angle for all four, or left, right, up, down)
     hinges: dict[int, tuple[float, float]] = field(default_factory=dict)  # bone -> (min, max) about local X
     path: str = 'loop'  # the target's path: 'loop' (target_path) or 'behind' (behind_path)
+    rolls: tuple[float, ...] = ()  # each bone's roll (radians; none given: 0)
 
     @property
     def length(self) -> float:
@@ -152,10 +153,10 @@ def _fcurves(ob):
 
 
 def build_armature(name: str, rig: Rig, location=(0.0, 0.0, 0.0)):
-    """The rig's joints as a connected chain of bones ``b0``, ``b1``, ..., roll 0."""
+    """The rig's joints as a connected chain of bones ``b0``, ``b1``, ..., rolled by ``rig.rolls`` (else 0)."""
     joints = rig.joints
-    return armature(name, [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0, 0.0)
-                           for k in range(len(joints) - 1)], location)
+    return armature(name, [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0,
+                            rig.rolls[k] if k < len(rig.rolls) else 0.0) for k in range(len(joints) - 1)], location)
 
 
 def _empty(name: str, location) -> Any:
@@ -279,11 +280,12 @@ def run_path(rig: Rig, kind: str, settings: tuple[float | None, int | None] = (N
         pole = None if rig.pole is None else _empty("Pole", rig.pole)
         n = len(rig.joints) - 1
         solver = add_solver(kind, ob, rig, target, pole, *settings)
-        turns, errors, previous, log = [], [], None, []
+        turns, errors, previous, log, off_hinge = [], [], None, [], 0.0
         for f in range(1, len(path) + 1):
             scene.frame_set(f)
             rotations, joints = world_pose(ob, n)
             errors.append(float(np.linalg.norm(joints[-1] - path[f - 1])))
+            off_hinge = max([off_hinge, *(hinge_error(ob, k, hinge) for k, hinge in rig.hinges.items())])
             if kind == "fabrik":
                 log.append(frame_log(solver))
             if previous is not None:
@@ -295,13 +297,25 @@ def run_path(rig: Rig, kind: str, settings: tuple[float | None, int | None] = (N
         steps = np.linalg.norm(np.diff(np.vstack([path, path[:1]]), axis=0), axis=1)
         out = {"max_turn_deg": max(turns), "frames_over_5": int(sum(t > POP_DEGREES for t in turns)),
                "max_error": max(errors), "step_pct": float(steps.max() / rig.length * 100.0),
-               "turn_change": turn_change(turns)}
+               "turn_change": turn_change(turns), "off_hinge_deg": off_hinge}
         if log:
             out["worst"] = worst_frame(turns, log)
         return out
     finally:
         if kind == "fabrik":
             fabrik_addon.unregister()
+
+
+def hinge_error(ob, k: int, hinge: tuple[float, float]) -> float:
+    """Degrees by which bone ``b{k}``'s rotation relative to its rest under its parent (the armature for the root)
+    leaves its hinge: off a pure local-X turn, or beyond its range, whichever is more."""
+    pb = ob.pose.bones[f"b{k}"]
+    rest = pb.bone.matrix_local if pb.parent is None else pb.parent.matrix @ (pb.parent.bone.matrix_local.inverted()
+                                                                               @ pb.bone.matrix_local)
+    q = (rest.inverted() @ pb.matrix).to_quaternion()
+    angle = 2.0 * math.atan2(q.x, q.w) if q.w >= 0.0 else 2.0 * math.atan2(-q.x, -q.w)
+    beyond = max(hinge[0] - angle, angle - hinge[1], 0.0)
+    return max(off_x(q), math.degrees(beyond))
 
 
 def frame_log(chain) -> dict:
@@ -675,6 +689,7 @@ CONE_NARROW = (0.25, 0.25, 0.3, 0.2)
 CONE_LOPSIDED = (0.3, 0.9, 0.2, 0.7)
 KNEE = (math.radians(-10.0), math.radians(150.0))
 LEG_POLE = (0.0, 2.0, 1.0)
+EXCAVATOR = [(0.0, 0.0, 0.0), (0.0, 0.3, 0.0), (0.0, 1.0, 0.7), (0.0, 1.8, 0.3)]
 # Limited chains of every size (issue 23), behind ``quality --limited``: the swing fit makes them slow (a
 # 4-7 bone coned row takes 1-2 minutes).
 LIMITED_RIGS = [
@@ -701,6 +716,11 @@ LIMITED_RIGS = [
           hinges={0: (-math.pi / 2, math.pi / 2), **{k: KNEE for k in range(1, n)}}) for n in (4, 8)),
     *(Rig(f"{n}-bone hinges, free foot, pole", _arc(n, 0.25), pole=LEG_POLE, hinges={k: KNEE for k in range(1, n - 1)})
       for n in (4, 8)),
+    # An excavator: a turret turning about the vertical (rolled so its local X is up), a boom and a stick hinged about
+    # one horizontal axis; no bone rolls, so every hinge's plane is fixed by the bones above it.
+    *(Rig(f"3-bone excavator, fixed hinges{', pole' if pole else ''}", EXCAVATOR,
+          pole=(0.0, 1.0, 3.0) if pole else None, hinges={0: (-2.0, 2.0), 1: (-1.0, 0.8), 2: (-1.5, 1.2)},
+          rolls=(math.pi / 2, 0.0, 0.0)) for pole in (False, True)),
     Rig("4-bone cones, target behind", _arc(4, 0.25), cone=CONE_LEG, path='behind'),
     Rig("4-bone cones, pole, target behind", _arc(4, 0.25), pole=LEG_POLE, cone=CONE_LEG, path='behind'),
 ]
@@ -795,11 +815,13 @@ def print_paths_log(data: dict) -> None:
     """Where each FABRIK path turned most: the solve's path and passes on the frames either side."""
     for row in data["paths"]:
         w = row["fabrik"].get("worst")
+        off = row["fabrik"].get("off_hinge_deg", 0.0), row["blender"].get("off_hinge_deg", 0.0)
         if w:
             print(f"  {row['rig']}: largest turn {w['turn_deg']:.2f} deg into frame {w['frame']} "
                   f"({w['before']['path']} {w['before']['iterations']} -> {w['after']['iterations']} passes), "
                   f"turn change {row['fabrik']['turn_change']:.2f} deg/frame^2 (Blender "
-                  f"{row['blender']['turn_change']:.2f}), frames not REACHED {w['not_reached']}")
+                  f"{row['blender']['turn_change']:.2f}), frames not REACHED {w['not_reached']}"
+                  + (f", off its hinges {off[0]:.2f} deg (Blender {off[1]:.2f})" if max(off) > 0.0 else ""))
 
 
 def print_trees(data: dict) -> None:
