@@ -581,8 +581,9 @@ def _leaning(q_ref: np.ndarray, limits: ResolvedLimits) -> tuple[np.ndarray, boo
 
 
 def polish(near: np.ndarray, root: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,
-            tolerance: float) -> tuple[np.ndarray, float, int, bool]:
-    """Far short: the fits may have settled in a local minimum short of a target the cones allow. Move the pose
+           tolerance: float) -> tuple[np.ndarray, float, int, bool]:
+    """Far short: the fits may have settled in a local minimum short of a target the cones allow (or, in hinge
+    coordinates where no bone rolls, held short by their pull: :func:`.fabrik._solve_hinged`). Move the pose
     from swings ``near``, as little as can be (proximal rounds, POLISH_ROUNDS, while they gain), until the tip is
     within the tolerance (not onto the target: by the edge of what the cones allow the exact pose turns fast;
     and not closer to that edge, where the near fit's own shortfall, its pull, rounds the edge off smoothly):
