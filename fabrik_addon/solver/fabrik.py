@@ -51,6 +51,12 @@ FIT_FALLBACK = 10.0
 # 4 and 8 coned bones, 344 solves), so there the refit does not run: run on every solve the fit misses, it cost
 # 50% more time on those loops (3 bones 12.7 -> 18.7 ms a solve, 8 bones 64 -> 94).
 FIT_REFIT_NEARER = 0.5
+# Chains of fixed hinges (no bone rolls) polish the hinge fit's pose where it stops short by at most this many
+# tolerances (:func:`_solve_hinged`): the polish rescued poses from 1.1-24.8 tolerances short (an excavator, a robot
+# arm: targets from their own poses), never from farther (384, 588); from farther it costs a round or two and
+# gives up, and the reach diagnosis solves such a chain again several times a frame (an excavator whose target
+# circles behind its turret's stops, ~1000 tolerances short: 42 -> 72 ms a frame, polished at any distance).
+FIXED_HINGES_POLISH_WITHIN = 30.0
 # ... from this many bones (2-3 bone coned chains on limited FABRIK turned 11-28 degrees in a frame on the
 # quality loop; through the fit 1.9-3.1, since the pull beyond the cones goes toward the free pose).
 FIT_MIN_BONES = 2
@@ -280,13 +286,14 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         iterations += used
         if _limited_kept(error, fit, tolerance):
             return out, error, iterations, converged or error <= tolerance, resolved.frames_of(out)
-    if fit.error > tolerance and not unreachable and not any(resolved.rolls(i) for i in range(len(lengths))):
+    if (tolerance < fit.error <= FIXED_HINGES_POLISH_WITHIN * tolerance and not unreachable
+            and not any(resolved.rolls(i) for i in range(len(lengths)))):
         # No bone rolls (every hinge's plane is fixed by the bones above it: a crane, an excavator, a robot arm):
         # where the fit's pull holds the tip short of a pose that reaches, the polish's proximal rounds move it
         # there, and no mirror choice of a rolling plane makes them flip (.hinge_fit.HingeCoordinates.polish).
         # An excavator's turret, boom and stick, targets from its own poses: 63 of 600 missed by 1.1-6.7 tolerances
-        # before, none after; a robot arm (one more hinge) 36 -> 8. Where nothing reaches it costs a round or two:
-        # 4 fixed hinges beyond what they allow (the quality loop leaving their plane) 25 -> 35 ms a solve, 8: +4%.
+        # before, none after; a robot arm (one more hinge) 36 -> 8. Where nothing reaches it costs a round or two
+        # (4 fixed hinges beyond what they allow, polished at any distance: 25 -> 35 ms a solve), so only from near.
         q = coordinates.of(fit.joints)
         polished, polished_error, more, _ = polish(q, fit.joints[0], goal, lengths, coordinates, tolerance)
         iterations += more
