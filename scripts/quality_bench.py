@@ -5,7 +5,9 @@ same target path keyed on every frame and the same pole. Measured per rig and so
 
 - largest per-frame bone turn: the angle of each bone's world rotation between consecutive frames,
   the largest over bones and frames, and how many frames turn some bone by more than 5 degrees;
-- reach: the largest tip-to-target distance over the path (the paths stay inside reach).
+- reach: the largest tip-to-target distance over the path (the paths stay inside reach);
+- hinges: how far a hinged bone leaves its hinge (twist off a pure local-X turn, or a turn beyond its range),
+  the largest over the path.
 
 Each FABRIK run logs the solve's path (tree or lone chain), status and passes per frame, and reports
 them on both sides of its largest turn, so a jump can be traced to the step that makes it.
