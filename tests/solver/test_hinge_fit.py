@@ -283,10 +283,11 @@ def test_a_chain_of_fixed_hinges_reaches_its_own_poses_up_to_their_stops(wrist, 
     """An excavator's turret, boom and stick (a robot arm's wrist too), targets from its own poses within the
     hinges, a third of them with a hinge at a stop, with a pole on every other one: every target reached (the
     robot arm: all but ``allowed``), every hinge kept; the inputs rounded to float32 and nudged by 1e-7 (a rig's
-    rotation modes) give one pose to 1e-5 of the length. Before, the fit's pull held the tip 1.1-6.7 tolerances
-    short of 12 of these 150 targets (8 of the robot arm's, 1.3-30 tolerances; four seeds: 63 and 36 of 600, now 0
-    and 8): hinged chains had no polish, which flips a rolling hinge plane, and these have none. What the robot
-    arm still misses is where its polish crawls (100 rounds without the crawl rule reach it)."""
+    rotation modes) give one pose to 1e-5 of the length. Before, the fit's pull held the tip short of 12 of these
+    150 targets (the robot arm's: 8; seeds 8-11, 63 and 36 of 600, now 0 and 8; 1.1-6.7 tolerances short on 300
+    other excavator draws, up to 30 on the robot arm): hinged chains had no polish, which flips a rolling hinge
+    plane, and these have none. What the robot arm still misses is where its polish crawls (100 rounds without the
+    crawl rule reach it)."""
     joints, limits = machine_arm(wrist)
     resolved = resolve_limits(limits, joints)
     lengths = np.linalg.norm(np.diff(joints, axis=0), axis=1)
