@@ -312,9 +312,11 @@ def hinge_error(ob, k: int, hinge: tuple[float, float]) -> float:
     """Degrees by which bone ``b{k}``'s rotation relative to its rest under its parent (the armature for the root)
     leaves its hinge: off a pure local-X turn, or beyond its range, whichever is more."""
     pb = ob.pose.bones[f"b{k}"]
-    rest = pb.bone.matrix_local if pb.parent is None else pb.parent.matrix @ (pb.parent.bone.matrix_local.inverted()
-                                                                               @ pb.bone.matrix_local)
-    q = (rest.inverted() @ pb.matrix).to_quaternion()
+    if pb.parent is None:
+        ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get()).pose.bones[pb.name]
+        q = (ev.bone.matrix_local.inverted() @ ev.matrix).to_quaternion()
+    else:
+        q = relative_rotations(ob, [pb.parent.name, pb.name])[0]
     angle = 2.0 * math.atan2(q.x, q.w) if q.w >= 0.0 else 2.0 * math.atan2(-q.x, -q.w)
     beyond = max(hinge[0] - angle, angle - hinge[1], 0.0)
     return max(off_x(q), math.degrees(beyond))
