@@ -187,13 +187,18 @@ def reach_each(ob, chain, target, pole, poses, limits: dict) -> None:
             assert_within(ob.pose.bones[name].rotation_quaternion, limit)
 
 
-def bent_arm(name: str, upper, fore):
-    """The bent 2-bone arm of the tests below, its bones given ``upper`` and ``fore`` (:func:`set_limit`)."""
+def bent_arm(name: str, limits: dict, solver: str):
+    """The bent 2-bone arm of the tests below, bones ``upper`` and ``fore`` given ``limits`` (name -> limit, as
+    :func:`set_limit` takes it), and its chain (switched off, to pose the arm by hand first) with a target and a
+    pole: ``(ob, chain, target, pole)``."""
     ob = armature(name, [("upper", (0.0, 0.0, 0.0), (0.3, 0.05, 1.0), None, False, 0.0),
                          ("fore", (0.3, 0.05, 1.0), (0.25, 0.45, 1.9), "upper", True, 0.0)])
-    set_limit(ob.pose.bones["upper"], upper)
-    set_limit(ob.pose.bones["fore"], fore)
-    return ob
+    for bone, limit in limits.items():
+        set_limit(ob.pose.bones[bone], limit)
+    target, pole = empty("Target"), empty("Pole")
+    chain = add_chain(ob, "fore", 2, target, pole=pole, solver=solver, tolerance=1e-3, iterations=30)
+    chain.enabled = False
+    return ob, chain, target, pole
 
 
 @pytest.mark.usefixtures("solve_path")
@@ -204,11 +209,8 @@ def test_an_arm_with_a_coned_shoulder_and_a_hinged_elbow_reaches_its_own_poses_w
     elbow inside its range by 5%): every target reached at default tolerance, the limits kept. Before, the fits
     stopped short on about 1 pose in 12 (the solver's random arms: 25 of 300, up to 0.13 of the length)."""
     limits = {"upper": ('CONE', (0.6, 0.4, 0.7, 0.5)), "fore": ('HINGE', (-0.2, 2.2))}
-    ob = bent_arm("Arm", *limits.values())
+    ob, chain, target, pole = bent_arm("Arm", limits, solver)
     upper, fore = ob.pose.bones["upper"], ob.pose.bones["fore"]
-    target, pole = empty("Target"), empty("Pole")
-    chain = add_chain(ob, "fore", 2, target, pole=pole, solver=solver, tolerance=1e-3, iterations=30)
-    chain.enabled = False
     rng = np.random.default_rng(4)
     low, high = limits["fore"][1]
     poses = []
@@ -235,11 +237,8 @@ def test_a_hinged_boom_reaches_its_own_poses_up_to_its_stops_with_any_pole(child
     first = (-0.8, 1.2)
     limits = {"upper": ('HINGE', first), "fore": {'CONE': ('CONE', (0.6, 0.4, 0.7, 0.5)),
                                                   'HINGE': ('HINGE', (-0.3, 1.9)), 'NONE': None}[child]}
-    ob = bent_arm("Boom", *limits.values())
+    ob, chain, target, pole = bent_arm("Boom", limits, solver)
     upper, fore = ob.pose.bones["upper"], ob.pose.bones["fore"]
-    target, pole = empty("Target"), empty("Pole")
-    chain = add_chain(ob, "fore", 2, target, pole=pole, solver=solver, tolerance=1e-3, iterations=30)
-    chain.enabled = False
     rng = np.random.default_rng(5)
     poses = []
     for k in range(45):
