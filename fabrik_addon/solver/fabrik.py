@@ -286,6 +286,9 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         iterations += used
         if _limited_kept(error, fit, tolerance):
             return out, error, iterations, converged or error <= tolerance, resolved.frames_of(out)
+    # The fit's own coordinates where it rolls the hinges' planes: the same joints re-read put the roll of a bone
+    # above a nearly straight hinge on either side (the 8-bone leg with its knee second turned 180 degrees a frame).
+    swings = fit.swings if coordinates.free_roll and fit.swings is not None else coordinates.of(fit.joints)
     if (tolerance < fit.error <= FIXED_HINGES_POLISH_WITHIN * tolerance and not unreachable
             and not any(resolved.rolls(i) for i in range(len(lengths)))):
         # No bone rolls (every hinge's plane is fixed by the bones above it: a crane, an excavator, a robot arm):
@@ -294,15 +297,11 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         # An excavator's turret, boom and stick, targets from its own poses: 63 of 600 missed by 1.1-6.7 tolerances
         # before, none after; a robot arm (one more hinge) 36 -> 8. Where nothing reaches it costs a round or two
         # (4 fixed hinges beyond what they allow, polished at any distance: 25 -> 35 ms a solve), so only from near.
-        q = coordinates.of(fit.joints)
-        polished, polished_error, more, _ = polish(q, fit.joints[0], goal, lengths, coordinates, tolerance)
+        polished, polished_error, more, _ = polish(swings, fit.joints[0], goal, lengths, coordinates, tolerance)
         iterations += more
         if polished_error <= tolerance:
             return (joints_of(polished, fit.joints[0], lengths, coordinates), polished_error, iterations, True,
                     coordinates.bone_frames(polished[None])[0])
-    # The fit's own coordinates where it rolls the hinges' planes: the same joints re-read put the roll of a bone
-    # above a nearly straight hinge on either side (the 8-bone leg with its knee second turned 180 degrees a frame).
-    swings = fit.swings if coordinates.free_roll and fit.swings is not None else coordinates.of(fit.joints)
     frames = coordinates.bone_frames(swings[None])[0]
     return fit.joints, fit.error, iterations, fit.settled, frames
 
