@@ -14,7 +14,15 @@ import numpy as np
 
 from .analytic import law_of_cosines_points
 from .checks import ZERO_LENGTH, bone_lengths, check_joints, check_points
-from .hinge_fit import HINGE_FIT_MAX_BONES, HingeCoordinates, fallback, free_roll, has_hinges, hinge_coordinates
+from .hinge_fit import (
+    HINGE_FIT_MAX_BONES,
+    HingeCoordinates,
+    fallback,
+    free_roll,
+    has_hinges,
+    hinge_coordinates,
+    scan_reach,
+)
 from .hinge_plane import planar_hinge_pose
 from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
 from .prepare import EPS, prepare, straight_toward
@@ -178,7 +186,7 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, res
     chains with a cone then a hinge and a pole, targets from poses within their limits: 25 of 300 missed, by
     up to 0.13 of the chain's length; in two cones 1-4 of 1000, up to 0.12; a hinge then a cone, a hinge or
     none, 67-124 of 800). Not in 2D, where that roll would leave the plane."""
-    out, error, iterations, converged, frames = _solve_limits(joints, start3, args, resolved)
+    out, error, iterations, converged, frames = _solve_limits(joints, start3, args, resolved, solid)
     goal, _, _, lengths, unreachable, tolerance, *_ = args
     if solid and len(lengths) == 2 and error > tolerance and not unreachable:
         reaching = two_bone_reach(out, goal, lengths, resolved, tolerance)
@@ -187,12 +195,13 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, res
     return out, error, iterations, converged, frames
 
 
-def _solve_limits(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
-                  resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+def _solve_limits(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
+                  solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
     """A chain with joint limits: the analytic pose for two bones when the limits allow it, the bend-plane
     solve for a free bone above parallel hinges, else limited FABRIK (:func:`run_limited`). ``joints``:
     the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
-    the joints. Returns (joints, error, iterations, converged, the bones' frames as the limits measure them)."""
+    the joints; ``solid``: a 3D chain. Returns (joints, error, iterations, converged, the bones' frames as the
+    limits measure them)."""
     goal, pole3, _, lengths, unreachable, *_ = args
     if cones_only(resolved) and FIT_MIN_BONES <= len(lengths) <= FIT_MAX_BONES:
         return _solve_cones(joints, start3, args, resolved)
@@ -211,7 +220,7 @@ def _solve_limits(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
             out, error, iterations, frames = planar.joints, planar.error, 1, planar.frames
             done = converged = True
     if not done and has_hinges(resolved) and len(lengths) <= HINGE_FIT_MAX_BONES:
-        return _solve_hinged(joints, start3, args, resolved)
+        return _solve_hinged(joints, start3, args, resolved, solid)
     if not done:
         out, error, iterations, converged = run_limited(joints, *args, resolved, None if unreachable else start3)
     if frames is None:
@@ -261,15 +270,17 @@ def _limited_kept(error: float, fit: SwingFit, tolerance: float) -> bool:
     return error <= tolerance or (not fit.settled and fit.error > tolerance)
 
 
-def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
-                  resolved: ResolvedLimits) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
+                  solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
     """A chain with hinges that is not a planar leg: the free pose when it keeps every limit, else the fit in
     hinge coordinates (:mod:`.hinge_fit`) from the free pose, then from the pose without IK, then limited
     FABRIK, each tried only when the last misses a target within the chain's length (by
     :func:`.hinge_fit.fallback` tolerances), the first that reaches kept, else the fit from the free pose (a
     fit that did not settle gives way to limited FABRIK unless it reached, as for cones), polished where no
-    bone rolls and it stops short; ``_solve_limits``'s arguments and returns."""
-    goal, _, _, lengths, unreachable, tolerance, *_ = args
+    bone rolls and it stops short, and where it still misses a target within the chain's length, the pose
+    that reaches found by :func:`.hinge_fit.scan_reach` (3D, 3 bones or more); ``_solve_limits``'s arguments
+    (``solid``: a 3D chain) and returns."""
+    goal, pole3, _, lengths, unreachable, tolerance, *_ = args
     free, error, iterations = run_fabrik(joints, *args, None)
     if resolved.violations(free).max() <= LIMIT_SLACK:
         return free, error, iterations, True, resolved.frames_of(free)
@@ -302,6 +313,16 @@ def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs,
         if polished_error <= tolerance:
             return (joints_of(polished, fit.joints[0], lengths, coordinates), polished_error, iterations, True,
                     coordinates.bone_frames(polished[None])[0])
+    if solid and len(lengths) >= 3 and fit.error > tolerance and not unreachable:
+        # Still short of a target within the chain's length: the fit is local (see .hinge_fit.SCAN_SAMPLES).
+        # A pole sets the hinges' planes (where it and a hinge disagree, the chain says so: .reach): with one, the
+        # scan keeps the bones above hinges at the pole's roll; rolling them, the 3-bone coned leg with a hinged knee
+        # reached 3 more frames of the quality loop by a pose 58 degrees away, and came back.
+        scanned = scan_reach(coordinates, swings, fit.joints[0], goal, lengths, tolerance, pole3 is None)
+        if scanned is not None:
+            scanning, q, scanned_error = scanned
+            return (joints_of(q, fit.joints[0], lengths, scanning), scanned_error, iterations, True,
+                    scanning.bone_frames(q[None])[0])
     frames = coordinates.bone_frames(swings[None])[0]
     return fit.joints, fit.error, iterations, fit.settled, frames
 

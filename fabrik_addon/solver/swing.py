@@ -787,15 +787,19 @@ def _inside(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     """Per pose of swings ``q (K, N, 2)``, whether every bone is inside its cone (:func:`project_swing` leaves it)."""
     inside = np.ones(len(q), dtype=bool)
     for i, limit in enumerate(limits.limits):
-        if not isinstance(limit, ConeLimit):  # cone-only chains: no limit
-            continue
-        u, v = q[:, i, 0], q[:, i, 1]
-        a = np.where(u >= 0.0, limit.right, limit.left)
-        b = np.where(v >= 0.0, limit.up, limit.down)
-        ratio = (np.divide(u, a, out=np.where(u == 0.0, 0.0, math.inf), where=a > 0.0) ** 2
-                 + np.divide(v, b, out=np.where(v == 0.0, 0.0, math.inf), where=b > 0.0) ** 2)
-        inside &= ratio <= 1.0
+        if isinstance(limit, ConeLimit):  # cone-only chains: no limit
+            inside &= cone_inside(limit, q[:, i])
     return inside
+
+
+def cone_inside(limit: ConeLimit, swings: np.ndarray) -> np.ndarray:
+    """Per swing of ``swings (K, 2)``, whether it lies in ``limit``'s region (:func:`project_swing` leaves it)."""
+    u, v = swings[:, 0], swings[:, 1]
+    a = np.where(u >= 0.0, limit.right, limit.left)
+    b = np.where(v >= 0.0, limit.up, limit.down)
+    ratio = (np.divide(u, a, out=np.where(u == 0.0, 0.0, math.inf), where=a > 0.0) ** 2
+             + np.divide(v, b, out=np.where(v == 0.0, 0.0, math.inf), where=b > 0.0) ** 2)
+    return ratio <= 1.0
 
 
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
