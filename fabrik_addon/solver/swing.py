@@ -787,7 +787,7 @@ def _inside(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
     """Per pose of swings ``q (K, N, 2)``, whether every bone is inside its cone (:func:`project_swing` leaves it)."""
     inside = np.ones(len(q), dtype=bool)
     for i, limit in enumerate(limits.limits):
-        if isinstance(limit, ConeLimit):  # cone-only chains: no limit
+        if isinstance(limit, ConeLimit):  # (in cone-only chains any other bone is free)
             inside &= cone_inside(limit, q[:, i])
     return inside
 
