@@ -1,0 +1,43 @@
+"""The solver's tests (tests/solver, no Blender) shared between the two halves of ``make test``.
+
+``FABRIK_SOLVER_SHARD="K/N"`` (K a comma-separated list) keeps the solver tests whose node id hashes (CRC-32) to
+one of the K modulo N and deselects the others; the Blender tests are never deselected. ``make test`` runs the
+Blender 5.0 half with ``0/3`` and the 4.2 half with ``1,2/3``, so each solver test runs once, on one of the two
+numpy versions, and both halves end together; without the variable (``make test-fast``, a plain ``pytest``) every
+test runs.
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+import pytest
+
+SHARD = "FABRIK_SOLVER_SHARD"
+
+
+def _shard(value: str) -> tuple[set[int], int]:
+    try:
+        kept, count = value.split("/")
+        shares, n = {int(k) for k in kept.split(",")}, int(count)
+    except ValueError:
+        raise pytest.UsageError(
+            f"{SHARD}={value!r}: expected K/N, K a comma-separated list, e.g. 0/3 or 1,2/3") from None
+    if n < 1 or not shares or not shares <= set(range(n)):
+        raise pytest.UsageError(f"{SHARD}={value!r}: each K must be one of 0..N-1")
+    return shares, n
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    value = os.environ.get(SHARD)
+    if not value:
+        return
+    shares, n = _shard(value)
+    kept, dropped = [], []
+    for item in items:
+        solver = item.nodeid.startswith("tests/solver/")
+        (dropped if solver and zlib.crc32(item.nodeid.encode()) % n not in shares else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
