@@ -155,7 +155,7 @@ def solve_chain(
         goal = np.array(eased)
         start3 = stretch_about(start3, start3[0], factor)
         lengths = bone_lengths(start3)
-    resolved = None if limits is None else resolve_limits(limits, start3)
+    resolved = None if limits is None else resolve_limits(limits, start3, planar=dim == 2)
     prep = prepare(start3[None], goal[None], None if pole3 is None else pole3[None], lengths[None], resolved is None)
     args: FabrikArgs = (goal, pole3, prep.dirs[0], lengths, bool(prep.unreachable[0]), tolerance,
                         int(max_iterations), min_improvement)

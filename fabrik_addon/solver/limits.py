@@ -170,7 +170,11 @@ def _ratio2(value: float, semi_axis: float) -> float:
 
 @dataclass(frozen=True)
 class HingeLimit:
-    """Rotation about the local X axis only, by an angle in ``[min_angle, max_angle]`` (right-hand rule)."""
+    """Rotation about the local X axis only, by an angle in ``[min_angle, max_angle]`` (right-hand rule).
+
+    In a 2D chain with default frames a hinged bone's X axis is the plane's normal +Z
+    (:func:`hinges_face_the_normal`): the hinge turns the bone in the plane, counterclockwise for positive angles.
+    """
 
     min_angle: float
     max_angle: float
@@ -216,7 +220,7 @@ class ChainLimits:
     limits : sequence of ConeLimit, HingeLimit or None, length N
     frames : ndarray, shape (N, 3, 3), optional
         Each bone's frame (columns X, Y along the bone, Z) in the start pose. Default: parallel
-        transport frames of the start pose.
+        transport frames of the start pose; in 2D a hinged bone's X is the plane's normal instead.
     rest_offsets : ndarray, shape (N, 3, 3), optional
         Each bone's rest rotation relative to its parent's frame (bone 0: relative to ``base_frame``).
         Default: the start pose is the rest pose.
@@ -398,8 +402,9 @@ def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:
                      [z * x * t - y * s, z * y * t + x * s, c + z * z * t]])
 
 
-def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray) -> ResolvedLimits:
-    """Check ``limits`` against a ``(N+1, 3)`` start pose and fill in the defaults."""
+def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray, planar: bool = False) -> ResolvedLimits:
+    """Check ``limits`` against a ``(N+1, 3)`` start pose and fill in the defaults; ``planar``: a 2D chain
+    embedded at z = 0, whose default frames turn its hinges in the plane (:func:`hinges_face_the_normal`)."""
     spec = limits if isinstance(limits, ChainLimits) else ChainLimits(list(limits))
     n = len(joints) - 1
     items = tuple(spec.limits)
@@ -412,6 +417,8 @@ def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray) ->
     dirs /= np.linalg.norm(dirs, axis=1)[:, None]
     if spec.frames is None:
         frames = parallel_transport_frames(joints)
+        if planar:
+            hinges_face_the_normal(frames, dirs, items)
     else:
         frames = _check_frames(spec.frames, (n, 3, 3), "limits.frames")
         off = np.abs(np.einsum("ij,ij->i", frames[:, :, 1], dirs) - 1.0)
@@ -428,6 +435,17 @@ def resolve_limits(limits: ChainLimits | Sequence[Limit], joints: np.ndarray) ->
     else:
         base = _check_frames(spec.base_frame, (3, 3), "limits.base_frame")
     return ResolvedLimits(items, frames, dirs, offsets, base)
+
+
+def hinges_face_the_normal(frames: np.ndarray, dirs: np.ndarray, items: Sequence[Limit | None]) -> None:
+    """In place: the default frame of each hinged bone of a 2D chain (in the plane z = 0) gets X = +Z, the
+    plane's normal, and Z = X x Y. The transported frames of a planar pose have X in the plane, where a hinge
+    could only turn its bone out of the plane, which a 2D chain cannot follow; about the normal it turns it in
+    the plane, counterclockwise for positive angles. Frames of cones and free bones stay as they are."""
+    normal = np.array([0.0, 0.0, 1.0])
+    for i, item in enumerate(items):
+        if isinstance(item, HingeLimit):
+            frames[i] = np.column_stack([normal, dirs[i], np.cross(normal, dirs[i])])
 
 
 def _check_frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:

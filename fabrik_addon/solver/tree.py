@@ -24,7 +24,7 @@ from .fabrik import (
     pad3,
     turn_toward_pole,
 )
-from .limits import ConeLimit, HingeLimit, Limit, LimitFrames
+from .limits import ConeLimit, HingeLimit, Limit, LimitFrames, hinges_face_the_normal
 from .prepare import EPS
 from .rotations import matrix_from_two_vectors
 from .soft import (
@@ -169,7 +169,8 @@ def solve_tree(
     count, dim = start.shape
     resolved = None
     if limits is not None:
-        resolved = _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pad3(start), parent, rigid_set)
+        resolved = _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pad3(start), parent, rigid_set,
+                                        planar=dim == 2)
 
     pts = pad3(start)
     lengths = np.zeros(count)
@@ -795,13 +796,16 @@ class TreeLimits(LimitFrames):
 def resolve_tree_limits(limits: Sequence[Limit], joints: object, parents: object, frames: object = None,
                         rest_offsets: object = None, base_frame: object = None) -> TreeLimits:
     """Public form of the limit set-up :func:`solve_tree` uses, e.g. to check a pose with ``violations``."""
-    pts = pad3(np.array(joints, dtype=np.float64))
+    given = np.array(joints, dtype=np.float64)
+    pts = pad3(given)
     return _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pts, _check_parents(parents, len(pts)),
-                                set())
+                                set(), planar=given.shape[-1] == 2)
 
 
 def _resolve_tree_limits(limits: Sequence[Limit], frames: object, rest_offsets: object, base_frame: object,
-                         pts: np.ndarray, parent: np.ndarray, rigid: set[int]) -> TreeLimits:
+                         pts: np.ndarray, parent: np.ndarray, rigid: set[int], planar: bool = False) -> TreeLimits:
+    """The limits' frames and rest offsets, defaults filled in (``planar``: a 2D tree, whose default frames turn
+    its hinges in the plane, :func:`.limits.hinges_face_the_normal`)."""
     count = len(pts)
     items = tuple(limits)
     if len(items) != count:
@@ -825,6 +829,8 @@ def _resolve_tree_limits(limits: Sequence[Limit], frames: object, rest_offsets: 
             above = dirs[p] if p > 0 else np.array([0.0, 1.0, 0.0])
             frame = start[p] if p > 0 else np.eye(3)
             start[j] = matrix_from_two_vectors(above, dirs[j], fallback_axis=frame[:, 0]) @ frame
+        if planar:
+            hinges_face_the_normal(start[1:], dirs[1:], items[1:])
     else:
         start = _frames(frames, (count, 3, 3), "frames")
     if rest_offsets is None:
