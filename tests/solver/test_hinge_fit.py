@@ -422,7 +422,7 @@ def test_a_2d_hinge_turns_its_bone_in_the_plane_counterclockwise():
     assert ccw.reached
     cw = solve_chain(bone, [math.cos(0.5), -math.sin(0.5)], limits=[HingeLimit(0.0, 1.0)])
     np.testing.assert_allclose(cw.joints[1], [1.0, 0.0], atol=1e-9)
-    frames = resolve_limits([HingeLimit(0.0, 1.0)], np.pad(bone, ((0, 0), (0, 1))), planar=True).frames
+    frames = resolve_limits([HingeLimit(0.0, 1.0)], fabrik.pad3(bone), planar=True).frames
     np.testing.assert_allclose(frames[0][:, 0], [0.0, 0.0, 1.0])
     tree = resolve_tree_limits([None, HingeLimit(0.0, 1.0), ConeLimit(0.5, 0.5, 0.5, 0.5)],
                                [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]], [-1, 0, 1])
@@ -450,7 +450,7 @@ def test_2d_hinged_chains_keep_their_lengths_and_limits(with_pole):
         result = solve_chain(start, pose[-1], limits=limits, tolerance=1e-3 * float(lengths.sum()),
                              max_iterations=100, pole=rng.normal(size=2) if with_pole else None)
         np.testing.assert_allclose(lengths_of(result.joints), lengths, rtol=0.0, atol=1e-9)
-        resolved = resolve_limits(limits, np.pad(start, ((0, 0), (0, 1))), planar=True)
-        assert resolved.violations(np.pad(result.joints, ((0, 0), (0, 1)))).max() <= 1e-9
+        resolved = resolve_limits(limits, fabrik.pad3(start), planar=True)
+        assert resolved.violations(fabrik.pad3(result.joints)).max() <= 1e-9
         reached += result.reached
     assert reached >= 57, reached
