@@ -31,7 +31,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .limits import ConeLimit, HingeLimit, ResolvedLimits
+from .limits import ConeLimit, HingeLimit, ResolvedLimits, hinge_roll
 from .rotations import turn_floats
 from .swing import PROXIMAL_PER_TOLERANCE, Coordinates, _locals, _turned, cone_inside, project_swing, swing_of
 
@@ -195,37 +195,13 @@ class HingeCoordinates(Coordinates):
 
     def _roll_to(self, parent: np.ndarray, bone: int, d: np.ndarray) -> float:
         """The roll of ``parent`` (the frame of HINGE ``bone``'s parent at the reference's roll) about its own axis
-        that puts ``d`` in the hinge's plane: of the two, the one whose hinge angle the limit allows (else the
-        nearer to allowed), then the smaller. Not :meth:`.ResolvedLimits.frame_for`'s, measured from the
-        minimal-turn frame: by a nearly straight knee that one took either roll from frame to frame (180 degrees
-        a frame, 8-bone coned leg with its knee second)."""
+        that puts ``d`` in the hinge's plane (:func:`.limits.hinge_roll`, never faded), 0 where none does. Not
+        :meth:`.ResolvedLimits.frame_for`'s, measured from the minimal-turn frame: by a nearly straight knee that
+        one took either roll from frame to frame (180 degrees a frame, 8-bone coned leg with its knee second)."""
         hinge = self.limits[bone]
         assert isinstance(hinge, HingeLimit)
-        offset = self.rest_offsets[bone]
-        axis = parent[:, 1]
-        x = parent @ offset[:, 0]
-        a, b = float(x @ axis), float(d @ axis)
-        p, q = x - a * axis, d - b * axis
-        pn, qn = math.sqrt(float(p @ p)), math.sqrt(float(q @ q))
-        if pn <= 1e-12 or qn <= 1e-12:
-            return 0.0
-        e1 = p / pn
-        e2 = np.cross(axis, e1)
-        phi_q = math.atan2(float(q @ e2), float(q @ e1))
-        spread = math.acos(max(-1.0, min(1.0, -a * b / (pn * qn))))
-        best: tuple[float, float, float] | None = None
-        for psi in (phi_q - spread, phi_q + spread):
-            psi = math.remainder(psi, 2.0 * math.pi)
-            c, s = math.cos(psi), math.sin(psi)
-            rolled = parent * c + np.cross(axis, parent.T).T * s + np.outer(axis, axis @ parent) * (1.0 - c)
-            local = (rolled @ offset).T @ d
-            alpha = math.atan2(float(local[2]), float(local[1]))
-            # Past the interval by more than rounding: a knee the fit holds at its end is allowed on both rolls.
-            key = (max(hinge.min_angle - alpha, alpha - hinge.max_angle, 1e-9) - 1e-9, abs(psi), psi)
-            if best is None or key < best:
-                best = key
-        assert best is not None
-        return best[2]
+        rolled = hinge_roll(parent, parent[:, 1], self.rest_offsets[bone], hinge, d)
+        return 0.0 if rolled is None else rolled[0]
 
     def _rolled(self, bone: int) -> bool:
         """Whether ``bone``'s roll takes its hinge child's ``u`` (:attr:`free_roll`)."""

@@ -324,36 +324,15 @@ class ResolvedLimits(LimitFrames):
                 and not isinstance(self.limits[bone], HingeLimit))
 
     def _roll_for_hinge(self, frame: np.ndarray, bone: int, d: np.ndarray, c: np.ndarray) -> np.ndarray:
-        """``frame`` (Y along ``d``) rolled about ``d`` so the hinge of child ``bone + 1`` (X of its limit
-        frame) is square to the child direction ``c``; of the two such rolls, the one whose hinge angle
-        the limit allows (else the nearer to allowed), then the smaller."""
+        """``frame`` (Y along ``d``) rolled about ``d`` by :func:`hinge_roll` for child ``bone + 1`` pointing
+        along ``c``; only in proportion where ``c`` lies within ROLL_FADE of ``d``."""
         hinge = self.limits[bone + 1]
         assert isinstance(hinge, HingeLimit)
-        offset = self.rest_offsets[bone + 1]
-        x = frame @ offset[:, 0]
-        a = float(x @ d)
-        p = x - a * d
-        b = float(c @ d)
-        q = c - b * d
-        pn, qn = math.sqrt(float(p @ p)), math.sqrt(float(q @ q))
-        if pn <= 1e-12 or qn <= 1e-12:
+        rolled = hinge_roll(frame, d, self.rest_offsets[bone + 1], hinge, c)
+        if rolled is None:
             return frame
-        e1 = p / pn
-        e2 = np.cross(d, e1)
-        phi_q = math.atan2(float(q @ e2), float(q @ e1))
-        spread = math.acos(max(-1.0, min(1.0, -a * b / (pn * qn))))
-        best: tuple[float, float, np.ndarray] | None = None
-        for psi in (phi_q - spread, phi_q + spread):
-            psi = math.remainder(psi, 2.0 * math.pi)
-            rolled = _rotation(d, psi) @ frame
-            local = (rolled @ offset).T @ c
-            alpha = math.atan2(float(local[2]), float(local[1]))
-            beyond = max(hinge.min_angle - alpha, alpha - hinge.max_angle, 0.0)
-            key = (beyond, abs(psi))
-            if best is None or key < best[:2]:
-                best = (beyond, abs(psi), rolled if qn >= ROLL_FADE else _rotation(d, psi * qn / ROLL_FADE) @ frame)
-        assert best is not None
-        return best[2]
+        psi, sideways = rolled
+        return _rotation(d, psi if sideways >= ROLL_FADE else psi * sideways / ROLL_FADE) @ frame
 
     def fit_child(self, bone: int, direction: np.ndarray, child: int, child_direction: np.ndarray) -> np.ndarray:
         """:meth:`LimitFrames.fit_child`, with the roll of a bone above a hinge."""
@@ -390,6 +369,37 @@ class ResolvedLimits(LimitFrames):
                 out[i] = limit.excess(self.limit_frame(parent, i).T @ d)
             parent = self.frame_for(parent, i, d, dirs[i + 1] if i + 1 < len(dirs) else None)
         return out
+
+
+def hinge_roll(frame: np.ndarray, d: np.ndarray, offset: np.ndarray, hinge: HingeLimit,
+               c: np.ndarray) -> tuple[float, float] | None:
+    """The roll of ``frame`` (a bone's, Y along its unit direction ``d``) about ``d`` that makes the axis of its HINGE
+    child (X of ``frame @ offset``, the child's limit frame) square to the child's unit direction ``c``: of the two,
+    the one whose hinge angle the limit allows (else the nearer to allowed), then the smaller. A hinge at the end of
+    its interval to within LIMIT_SLACK counts as allowed: held there by a fit, it lies on either side of the end by
+    rounding, and the other roll (the knee mirrored) took its turn (a 2D chain then measured its limits rolled
+    over). Returns ``(psi, sideways)``, ``sideways`` the length of ``c``'s part square to ``d``; None where that
+    or the axis's part square to ``d`` vanishes."""
+    x = frame @ offset[:, 0]
+    a, b = float(x @ d), float(c @ d)
+    p, q = x - a * d, c - b * d
+    pn, qn = math.sqrt(float(p @ p)), math.sqrt(float(q @ q))
+    if pn <= 1e-12 or qn <= 1e-12:
+        return None
+    e1 = p / pn
+    e2 = np.cross(d, e1)
+    phi_q = math.atan2(float(q @ e2), float(q @ e1))
+    spread = math.acos(max(-1.0, min(1.0, -a * b / (pn * qn))))
+    best: tuple[float, float, float] | None = None
+    for psi in (phi_q - spread, phi_q + spread):
+        psi = math.remainder(psi, 2.0 * math.pi)
+        local = (_rotation(d, psi) @ frame @ offset).T @ c
+        alpha = math.atan2(float(local[2]), float(local[1]))
+        key = (max(hinge.min_angle - alpha, alpha - hinge.max_angle, LIMIT_SLACK) - LIMIT_SLACK, abs(psi), psi)
+        if best is None or key < best:
+            best = key
+    assert best is not None
+    return best[2], qn
 
 
 def _rotation(axis: np.ndarray, angle: float) -> np.ndarray:

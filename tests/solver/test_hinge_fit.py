@@ -454,3 +454,18 @@ def test_2d_hinged_chains_keep_their_lengths_and_limits(with_pole):
         assert resolved.violations(fabrik.pad3(result.joints)).max() <= 1e-9
         reached += result.reached
     assert reached >= 57, reached
+
+
+def test_a_hinge_at_its_stop_does_not_roll_the_bone_above_it_over():
+    """The bone above a hinge rolls so the hinge's plane holds the hinge's bone; of the two rolls, the one whose
+    angle the hinge allows. A hinge at the end of its interval to within rounding (where fits hold it) counts as
+    allowed: before, a knee 1e-15 rad past its stop rolled its thigh 180 degrees over (the mirrored knee's angle
+    lying inside), and a 2D chain came back measured past its limits."""
+    low = -0.5
+    limits = resolve_limits([None, HingeLimit(low, 1.0)], np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0],
+                                                                     [0.0, 2.0, 0.0]]))
+    for angle in (low - 1e-15, low, low + 1e-15):
+        pose = np.array([[0.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 1.0 + math.cos(angle), math.sin(angle)]])
+        frames = limits.frames_of(pose)
+        np.testing.assert_allclose(frames[0], limits.frames[0], atol=1e-12)
+        assert limits.violations(pose).max() <= 1e-9
