@@ -24,7 +24,7 @@ from .hinge_fit import (
     scan_reach,
 )
 from .hinge_plane import planar_hinge_pose
-from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, resolve_limits
+from .limits import LIMIT_SLACK, ChainLimits, Limit, ResolvedLimits, hinges_in_the_plane, resolve_limits
 from .prepare import EPS, prepare, straight_toward
 from .result import SolveResult
 from .rotations import matrix_from_two_vectors, roll_turn_floats
@@ -164,7 +164,13 @@ def solve_chain(
         out, error, iterations = run_fabrik(prep.joints[0], *args, None)
         converged = bool(prep.unreachable[0]) or iterations < max_iterations
     else:
-        out, error, iterations, converged, frames = _solve_limited(prep.joints[0], start3, args, resolved, dim == 3)
+        # 2D: every limit as a turn about the plane's normal, where no solve can leave the plane, so the 3D
+        # chain's last resorts (the two-bone circle, the scan) may run too.
+        in_plane = hinges_in_the_plane(resolved) if dim == 2 else None
+        out, error, iterations, converged, frames = _solve_limited(prep.joints[0], start3, args, in_plane or resolved,
+                                                                   dim == 3 or in_plane is not None)
+        if in_plane is not None:
+            frames = resolved.frames_of(out)
     if eased_in and resolved is None:
         out = np.array(settle_points(out.tolist(), goal.tolist()))
     if goal is not tgt:
@@ -179,13 +185,13 @@ FabrikArgs = tuple[np.ndarray, np.ndarray | None, np.ndarray, np.ndarray, bool, 
 
 
 def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
-                   solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
-    """A chain with joint limits (:func:`_solve_limits`); two bones in 3D (``solid``) that miss a target within
+                   solid: bool) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+    """A chain with joint limits (:func:`_solve_limits`); two bones (``solid``, see there) that miss a target within
     their reach then take the pose that reaches within the limits, its elbow rolled least from the solve's
     (:func:`.swing.two_bone_reach`): the fits can settle short of a target the limits allow (random 2-bone
     chains with a cone then a hinge and a pole, targets from poses within their limits: 25 of 300 missed, by
     up to 0.13 of the chain's length; in two cones 1-4 of 1000, up to 0.12; a hinge then a cone, a hinge or
-    none, 67-124 of 800). Not in 2D, where that roll would leave the plane."""
+    none, 67-124 of 800)."""
     out, error, iterations, converged, frames = _solve_limits(joints, start3, args, resolved, solid)
     goal, _, _, lengths, unreachable, tolerance, *_ = args
     if solid and len(lengths) == 2 and error > tolerance and not unreachable:
@@ -196,11 +202,13 @@ def _solve_limited(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, res
 
 
 def _solve_limits(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
-                  solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+                  solid: bool) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
     """A chain with joint limits: the analytic pose for two bones when the limits allow it, the bend-plane
     solve for a free bone above parallel hinges, else limited FABRIK (:func:`run_limited`). ``joints``:
     the prepared start; ``start3``: the pose without IK; ``args``: :func:`run_fabrik`'s arguments after
-    the joints; ``solid``: a 3D chain. Returns (joints, error, iterations, converged, the bones' frames as the
+    the joints; ``solid``: the poses that the last resorts try (the two-bone circle, the scan) are ones the chain
+    can take: a 3D chain, or a 2D one whose limits are hinges in the plane (not where their rolls and swings would
+    leave it). Returns (joints, error, iterations, converged, the bones' frames as the
     limits measure them)."""
     goal, pole3, _, lengths, unreachable, *_ = args
     if cones_only(resolved) and FIT_MIN_BONES <= len(lengths) <= FIT_MAX_BONES:
@@ -271,15 +279,15 @@ def _limited_kept(error: float, fit: SwingFit, tolerance: float) -> bool:
 
 
 def _solve_hinged(joints: np.ndarray, start3: np.ndarray, args: FabrikArgs, resolved: ResolvedLimits,
-                  solid: bool = True) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
+                  solid: bool) -> tuple[np.ndarray, float, int, bool, np.ndarray]:
     """A chain with hinges that is not a planar leg: the free pose when it keeps every limit, else the fit in
     hinge coordinates (:mod:`.hinge_fit`) from the free pose, then from the pose without IK, then limited
     FABRIK, each tried only when the last misses a target within the chain's length (by
     :func:`.hinge_fit.fallback` tolerances), the first that reaches kept, else the fit from the free pose (a
     fit that did not settle gives way to limited FABRIK unless it reached, as for cones), polished where no
     bone rolls and it stops short, and where it still misses a target within the chain's length, the pose
-    that reaches found by :func:`.hinge_fit.scan_reach` (3D, 3 bones or more); ``_solve_limits``'s arguments
-    (``solid``: a 3D chain) and returns."""
+    that reaches found by :func:`.hinge_fit.scan_reach` (``solid``, 3 bones or more); ``_solve_limits``'s
+    arguments and returns."""
     goal, pole3, _, lengths, unreachable, tolerance, *_ = args
     free, error, iterations = run_fabrik(joints, *args, None)
     if resolved.violations(free).max() <= LIMIT_SLACK:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import numpy as np
 
@@ -456,6 +457,81 @@ def hinges_face_the_normal(frames: np.ndarray, dirs: np.ndarray, items: Sequence
     for i, item in enumerate(items):
         if isinstance(item, HingeLimit):
             frames[i] = np.column_stack([normal, dirs[i], np.cross(normal, dirs[i])])
+
+
+_Frames = TypeVar("_Frames", bound="LimitFrames")
+# A limit frame whose Y axis leaves the plane by more than this (the sine), or a hinge whose axis is this far off its
+# normal, has no in-plane interval of its own: :func:`hinges_in_the_plane` leaves such a chain to the 3D solves.
+_PLANE_SLACK = 1e-9
+
+
+def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | None = None,
+                        kept: Collection[int] = ()) -> _Frames | None:
+    """A 2D chain's or tree's limits (start pose at z = 0) as hinges about the plane's normal +Z: each bone's
+    in-plane turn from its rest direction, counterclockwise, in an interval. A hinge about +Z keeps its interval
+    (about -Z, mirrored); a cone gives the angles whose in-plane directions its ellipse holds; a free bone turns
+    anywhere. Each bone's frame is rolled about its own axis to X = +Z, its children's rest offsets rolled back to
+    match, so every limit frame keeps its bone's rest direction. In the plane the two sets of limits allow the same
+    turns; the 3D solves given cones and free bones, with two swing coordinates each, can leave the plane (where the
+    2D pose comes back shortened or past a limit), and with these they cannot.
+
+    ``parents``: a tree's parent joint per entry (entry 0 its root, no bone; see :func:`.tree.solve_tree`); None: a
+    chain, bone ``i`` under bone ``i - 1``. ``kept``: entries left as they are (a tree's joints hanging from a rigid
+    body, which carry no limit). None where no bone has a limit (free FABRIK keeps the plane), or where a frame's Y
+    axis leaves the plane or a hinge's axis is not the normal (no turn in the plane but its rest direction): those
+    keep the limits as given."""
+    if all(limit is None for limit in limits.limits):
+        return None
+    normal = np.array([0.0, 0.0, 1.0])
+    n = len(limits.limits)
+    first = 0 if parents is None else 1
+    eye = np.eye(3)
+    limit_rolls, bone_rolls = np.broadcast_to(eye, (n, 3, 3)).copy(), np.broadcast_to(eye, (n, 3, 3)).copy()
+    hinges: list[Limit] = list(limits.limits)
+    offsets = limits.rest_offsets.copy()
+    posed: dict[int, np.ndarray] = {}
+    for i in range(first, n):
+        p = i - 1 if parents is None else int(parents[i])
+        parent = posed.get(p, limits.base_frame)
+        limit = limits.limits[i]
+        if i not in kept:
+            limit_rolls[i] = _roll_to_normal(limits.limit_frame(parent, i).T @ normal)
+            own = limits.frames[i].T @ normal
+            bone_rolls[i] = limit_rolls[i] if isinstance(limit, HingeLimit) else _roll_to_normal(own)
+            if not (np.isfinite(limit_rolls[i]).all() and np.isfinite(bone_rolls[i]).all()):
+                return None
+            side = limit_rolls[i][:, 2]  # the in-plane perpendicular of the rest direction, counterclockwise
+            if isinstance(limit, HingeLimit):
+                m = limit_rolls[i][0, 0]  # the hinge's axis along the normal
+                if abs(abs(m) - 1.0) > _PLANE_SLACK:
+                    return None
+                low, high = (limit.min_angle, limit.max_angle) if m > 0.0 else (-limit.max_angle, -limit.min_angle)
+            elif isinstance(limit, ConeLimit):
+                low, high = -_in_plane_reach(limit, -side), _in_plane_reach(limit, side)
+            else:
+                low, high = -math.pi, math.pi
+            hinges[i] = HingeLimit(low, high)
+        offsets[i] = (bone_rolls[p].T if p >= first else eye) @ offsets[i] @ limit_rolls[i]
+        posed[i] = limits.frame_at(parent, i, limits.start_dirs[i])
+    return replace(limits, limits=tuple(hinges), frames=limits.frames @ bone_rolls, rest_offsets=offsets)
+
+
+def _roll_to_normal(m: np.ndarray) -> np.ndarray:
+    """The turn about local Y (columns X, Y, Z) that takes X onto ``m``, the plane's normal in a frame whose Y lies
+    in the plane; NaN where Y leaves it."""
+    if abs(float(m[1])) > _PLANE_SLACK:
+        return np.full((3, 3), np.nan)
+    x = np.array([float(m[0]), 0.0, float(m[2])])
+    x /= math.sqrt(float(x @ x))
+    return np.column_stack([x, (0.0, 1.0, 0.0), np.cross(x, (0.0, 1.0, 0.0))])
+
+
+def _in_plane_reach(cone: ConeLimit, side: np.ndarray) -> float:
+    """How far (radians, at most pi) ``cone`` lets its bone turn from Y toward the local unit ``side`` (Y = 0)."""
+    x, z = (0.0 if abs(c) <= _PLANE_SLACK else float(c) for c in (side[0], side[2]))
+    a, b = cone.semi_axes(x, z)
+    ratio = _ratio2(x, a) + _ratio2(z, b)
+    return math.pi if ratio <= 1.0 / (math.pi * math.pi) else min(math.pi, 1.0 / math.sqrt(ratio))
 
 
 def _check_frames(value: object, shape: tuple[int, ...], name: str) -> np.ndarray:

@@ -24,7 +24,7 @@ from .fabrik import (
     pad3,
     turn_toward_pole,
 )
-from .limits import ConeLimit, HingeLimit, Limit, LimitFrames, hinges_face_the_normal
+from .limits import ConeLimit, HingeLimit, Limit, LimitFrames, hinges_face_the_normal, hinges_in_the_plane
 from .prepare import EPS
 from .rotations import matrix_from_two_vectors
 from .soft import (
@@ -171,6 +171,9 @@ def solve_tree(
     if limits is not None:
         resolved = _resolve_tree_limits(limits, frames, rest_offsets, base_frame, pad3(start), parent, rigid_set,
                                         planar=dim == 2)
+        if dim == 2:  # every limit as a turn about the plane's normal, where no solve can leave the plane
+            on_rigid = {j for j in range(1, count) if int(parent[j]) in rigid_set}
+            resolved = hinges_in_the_plane(resolved, parent, on_rigid) or resolved
 
     pts = pad3(start)
     lengths = np.zeros(count)

@@ -8,9 +8,9 @@ import pytest
 from test_swing import arc, loop, turns
 from test_two_bone_limits import random_limit, within_limits
 
-from fabrik_addon.solver import fabrik, resolve_tree_limits, solve_chain
+from fabrik_addon.solver import fabrik, resolve_tree_limits, solve_chain, solve_tree
 from fabrik_addon.solver.hinge_fit import hinge_coordinates
-from fabrik_addon.solver.limits import ChainLimits, ConeLimit, HingeLimit, resolve_limits
+from fabrik_addon.solver.limits import ChainLimits, ConeLimit, HingeLimit, hinges_in_the_plane, resolve_limits
 from fabrik_addon.solver.rotations import turn_x
 from rigkit.chains import curving_chain, lengths_of
 
@@ -390,9 +390,10 @@ def test_a_scanned_pose_does_not_depend_on_float32_rounding(kinds, monkeypatch):
     assert worst <= 1e-5, worst
 
 
-def test_a_planar_hinged_chain_is_not_scanned_out_of_its_plane(monkeypatch):
-    """In 2D the scan, whose poses may leave the plane (a roll, a cone's swing), does not run: a 2D chain of three
-    hinges that misses its targets never calls it, where the same chain in 3D does."""
+def test_a_2d_chain_scans_its_hinges_in_the_plane(monkeypatch):
+    """In 2D every limit is a turn about the plane's normal (.limits.hinges_in_the_plane), so the scan, whose
+    poses in 3D may roll a bone or swing a cone out of the plane, runs as in 3D and keeps the plane: a 2D chain of
+    three hinges scans for the targets its fit misses, and its bones keep their lengths and limits."""
     called = []
     scan_reach = fabrik.scan_reach
 
@@ -403,11 +404,11 @@ def test_a_planar_hinged_chain_is_not_scanned_out_of_its_plane(monkeypatch):
     monkeypatch.setattr(fabrik, "scan_reach", spy)
     joints = np.array([[0.0, 0.0], [0.2, 1.0], [0.3, 2.0], [0.2, 3.0]])
     limits = [HingeLimit(-1.0, 1.0)] * 3
-    targets = np.random.default_rng(3).uniform(-2.5, 2.5, (10, 2))
-    results = [solve_chain(joints, target, limits=limits, tolerance=1e-3) for target in targets]
-    assert not all(result.reached for result in results) and not called
-    for target in targets:
-        solve_chain(np.pad(joints, ((0, 0), (0, 1))), np.append(target, 0.0), limits=limits, tolerance=1e-3)
+    resolved = resolve_limits(limits, fabrik.pad3(joints), planar=True)
+    for target in np.random.default_rng(3).uniform(-2.5, 2.5, (10, 2)):
+        result = solve_chain(joints, target, limits=limits, tolerance=1e-3)
+        np.testing.assert_allclose(lengths_of(result.joints), lengths_of(joints), rtol=0.0, atol=1e-9)
+        assert resolved.violations(fabrik.pad3(result.joints)).max() <= 1e-9
     assert called
 
 
@@ -456,6 +457,90 @@ def test_2d_hinged_chains_keep_their_lengths_and_limits(with_pole):
     assert reached >= 57, reached
 
 
+def _turns_in_the_plane(joints: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each bone's counterclockwise turn from its start direction relative to its parent's (2D), in [-pi, pi)."""
+    def relative(points):
+        steps = np.diff(points, axis=0)
+        return np.diff(np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])])
+    return np.remainder(relative(joints) - relative(start) + math.pi, 2.0 * math.pi) - math.pi
+
+
+def _outside_in_the_plane(joints: np.ndarray, start: np.ndarray, limits: list) -> float:
+    """How far a 2D pose is outside its limits, the 2D way: each cone as the limits measure it (the ellipse value
+    minus 1), each hinge's counterclockwise turn beyond its interval, never mirrored by rolling the bone above it
+    over (a 2D bone has no roll). <= 0 within."""
+    worst = float(resolve_limits(limits, fabrik.pad3(start), planar=True).violations(fabrik.pad3(joints)).max())
+    for turn, limit in zip(_turns_in_the_plane(joints, start), limits):
+        if isinstance(limit, HingeLimit):
+            worst = max(worst, limit.min_angle - turn, turn - limit.max_angle)
+    return worst
+
+
+@pytest.mark.parametrize("kinds", ["hinge, cone, free", "cone"])
+@pytest.mark.parametrize("with_pole", [False, True])
+def test_2d_chains_of_hinges_cones_and_free_bones_stay_in_the_plane(kinds, with_pole):
+    """2D chains of 1-6 bones, each a hinge, a cone or free at random (cones alone too), targets from poses within
+    their limits: the bone lengths and the limits (hinges turning counterclockwise, as in 2D) are kept on every draw
+    and nearly every target is reached (scratch runs: 2394 of 2400). Before, the 3D fits gave cones and free bones a
+    swing out of the plane, and a bone above a hinge could roll over to mirror it: 5 of 1200 chains of cones and
+    free bones came back shortened (by up to 0.93 of a bone's length) and 135 of 1200 with hinges past a hinge's
+    interval (by up to 0.96 rad)."""
+    rng = np.random.default_rng(11 + 2 * with_pole + (kinds == "cone"))
+    choices = kinds.split(", ")
+    reached = drawn = 0
+    while drawn < 60:
+        n = int(rng.integers(1, 7))
+        limits = [random_limit(rng, choices[int(rng.integers(len(choices)))]) for _ in range(n)]
+        lengths = rng.uniform(0.5, 1.5, n)
+        start = np.cumsum(np.r_[[[0.0, 0.0]], lengths[:, None] * _unit_angles(np.cumsum(rng.uniform(-0.4, 0.4, n)))],
+                          axis=0)
+        steps = np.diff(start, axis=0)
+        rest = np.diff(np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])])
+        for _ in range(200):
+            pose = np.cumsum(np.r_[[[0.0, 0.0]], lengths[:, None] * _unit_angles(np.cumsum(rest + rng.uniform(
+                -2.0, 2.0, n)))], axis=0)
+            if _outside_in_the_plane(pose, start, limits) <= 1e-9:
+                break
+        else:
+            continue
+        drawn += 1
+        result = solve_chain(start, pose[-1], limits=limits, tolerance=1e-3 * float(lengths.sum()),
+                             pole=rng.normal(size=2) * 2.0 if with_pole else None)
+        np.testing.assert_allclose(lengths_of(result.joints), lengths, rtol=0.0, atol=1e-9)
+        assert _outside_in_the_plane(result.joints, start, limits) <= 1e-9, (limits, start, pose)
+        reached += result.reached
+    assert reached >= 57, reached
+
+
+def _unit_angles(angles: np.ndarray) -> np.ndarray:
+    return np.c_[np.cos(angles), np.sin(angles)]
+
+
+def test_2d_cones_and_hinges_give_their_turns_in_the_plane():
+    """A 2D bone's cone allows the in-plane turns its ellipse holds, read in its own frame: with X in the plane
+    (the default frame) its left and right sides, with X along the normal its up and down; a hinge whose axis is
+    -Z turns clockwise for positive angles. The solve stops each bone on that turn."""
+    bone = np.array([[0.0, 0.0], [1.0, 0.0]])
+    d, normal = np.array([1.0, 0.0, 0.0]), np.array([0.0, 0.0, 1.0])
+    cone = ConeLimit(left=0.3, right=0.9, up=0.2, down=0.7)
+    default = resolve_limits([cone], fabrik.pad3(bone), planar=True)
+    side = float(default.frames[0][:, 0] @ np.cross(normal, d))  # +1: X points counterclockwise
+    as_hinge = hinges_in_the_plane(default)
+    expected = (-0.3, 0.9) if side > 0 else (-0.9, 0.3)
+    np.testing.assert_allclose([as_hinge.limits[0].min_angle, as_hinge.limits[0].max_angle], expected)
+    upright = ChainLimits([cone], frames=np.array([np.column_stack([normal, d, np.cross(normal, d)])]))
+    as_hinge = hinges_in_the_plane(resolve_limits(upright, fabrik.pad3(bone)))
+    np.testing.assert_allclose([as_hinge.limits[0].min_angle, as_hinge.limits[0].max_angle], [-0.7, 0.2])
+    far = [math.cos(1.2), math.sin(1.2)]
+    stopped = solve_chain(bone, far, limits=upright)
+    np.testing.assert_allclose(_turns_in_the_plane(stopped.joints, bone), [0.2], atol=1e-6)
+    backward = np.column_stack([-normal, d, np.cross(-normal, d)])
+    flipped = ChainLimits([HingeLimit(0.0, 1.0)], frames=backward[None])
+    assert solve_chain(bone, [math.cos(0.5), -math.sin(0.5)], limits=flipped).reached
+    np.testing.assert_allclose(_turns_in_the_plane(solve_chain(bone, far, limits=flipped).joints, bone), [0.0],
+                               atol=1e-6)
+
+
 def test_a_hinge_at_its_stop_does_not_roll_the_bone_above_it_over():
     """The bone above a hinge rolls so the hinge's plane holds the hinge's bone; of the two rolls, the one whose
     angle the hinge allows. A hinge at the end of its interval to within rounding (where fits hold it) counts as
@@ -469,3 +554,65 @@ def test_a_hinge_at_its_stop_does_not_roll_the_bone_above_it_over():
         frames = limits.frames_of(pose)
         np.testing.assert_allclose(frames[0], limits.frames[0], atol=1e-12)
         assert limits.violations(pose).max() <= 1e-9
+
+
+# A 2D Y: a trunk (joint 1) and two 2-bone branches (joints 2-3 and 4-5).
+_Y_PARENTS = np.array([-1, 0, 1, 2, 1, 4])
+
+
+def _y_pose(rest: np.ndarray, turns: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Joints ``(6, 2)`` of the 2D Y whose bones turn by ``turns`` from ``rest``, each relative to its parent's
+    (radians, entry 0 unused)."""
+    points, headings = np.zeros((6, 2)), np.zeros(6)
+    for j in range(1, 6):
+        p = _Y_PARENTS[j]
+        headings[j] = (headings[p] if p > 0 else 0.0) + rest[j] + turns[j]
+        points[j] = points[p] + lengths[j] * np.array([math.cos(headings[j]), math.sin(headings[j])])
+    return points
+
+
+def _y_turns(joints: np.ndarray, start: np.ndarray) -> np.ndarray:
+    """Each bone's counterclockwise turn from its start direction relative to its parent's (entry 0: 0)."""
+    def relative(points):
+        steps = points[1:] - points[_Y_PARENTS[1:]]
+        headings = np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])]
+        return headings - np.where(_Y_PARENTS > 0, headings[np.maximum(_Y_PARENTS, 0)], 0.0)
+    return np.remainder(relative(joints) - relative(start) + math.pi, 2.0 * math.pi) - math.pi
+
+
+def _y_outside(joints: np.ndarray, start: np.ndarray, limits: list) -> float:
+    """:func:`_outside_in_the_plane` for the 2D Y."""
+    worst = float(resolve_tree_limits(limits, start, _Y_PARENTS).violations(fabrik.pad3(joints), _Y_PARENTS).max())
+    for turn, limit in zip(_y_turns(joints, start), limits):
+        if isinstance(limit, HingeLimit):
+            worst = max(worst, limit.min_angle - turn, turn - limit.max_angle)
+    return worst
+
+
+@pytest.mark.parametrize("kinds", ["hinge, cone, free", "cone"])
+def test_2d_trees_of_hinges_cones_and_free_bones_stay_in_the_plane(kinds):
+    """2D Ys (a trunk and two 2-bone branches), each bone a hinge, a cone or free at random (cones alone too),
+    targets from poses within their limits: the bone lengths and the limits are kept on every draw, and nearly every
+    pair of targets is reached (scratch runs: 119 of 120; with random poles 56 of 60). Before, the tree's fits
+    swung cones and free bones out of the plane: 17 of 120 came back shortened, by up to 0.09 of a bone's length."""
+    rng = np.random.default_rng(21 + (kinds == "cone"))
+    choices = kinds.split(", ")
+    reached = drawn = 0
+    while drawn < 30:
+        limits = [None] + [random_limit(rng, choices[int(rng.integers(len(choices)))]) for _ in range(5)]
+        lengths = np.r_[0.0, rng.uniform(0.5, 1.5, 5)]
+        rest = np.array([0.0, 1.57, 0.6, 0.0, -0.7, 0.0]) + np.r_[0.0, rng.uniform(-0.3, 0.3, 5)]
+        start = _y_pose(rest, np.zeros(6), lengths)
+        for _ in range(300):
+            pose = _y_pose(rest, np.r_[0.0, rng.uniform(-1.5, 1.5, 5)], lengths)
+            if _y_outside(pose, start, limits) <= 1e-9:
+                break
+        else:
+            continue
+        drawn += 1
+        result = solve_tree(start, _Y_PARENTS, [3, 5], pose[[3, 5]], limits=limits, tolerance=3e-3)
+        np.testing.assert_allclose(np.linalg.norm(result.joints[1:] - result.joints[_Y_PARENTS[1:]], axis=1),
+                                   lengths[1:], rtol=0.0, atol=1e-9)
+        assert _y_outside(result.joints, start, limits) <= 1e-9, (limits, start, pose)
+        reached += bool(result.reached.all())
+    assert reached >= 28, reached
