@@ -486,7 +486,7 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
     n = len(limits.limits)
     first = 0 if parents is None else 1
     eye = np.eye(3)
-    limit_rolls, bone_rolls = np.broadcast_to(eye, (n, 3, 3)).copy(), np.broadcast_to(eye, (n, 3, 3)).copy()
+    limit_rolls, bone_rolls = np.tile(eye, (n, 1, 1)), np.tile(eye, (n, 1, 1))
     hinges: list[Limit] = list(limits.limits)
     offsets = limits.rest_offsets.copy()
     posed: dict[int, np.ndarray] = {}
@@ -495,11 +495,11 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
         parent = posed.get(p, limits.base_frame)
         limit = limits.limits[i]
         if i not in kept:
-            limit_rolls[i] = _roll_to_normal(limits.limit_frame(parent, i).T @ normal)
-            own = limits.frames[i].T @ normal
-            bone_rolls[i] = limit_rolls[i] if isinstance(limit, HingeLimit) else _roll_to_normal(own)
-            if not (np.isfinite(limit_rolls[i]).all() and np.isfinite(bone_rolls[i]).all()):
+            limit_roll = _roll_to_normal(limits.limit_frame(parent, i).T @ normal)
+            bone_roll = limit_roll if isinstance(limit, HingeLimit) else _roll_to_normal(limits.frames[i].T @ normal)
+            if limit_roll is None or bone_roll is None:
                 return None
+            limit_rolls[i], bone_rolls[i] = limit_roll, bone_roll
             side = limit_rolls[i][:, 2]  # the in-plane perpendicular of the rest direction, counterclockwise
             if isinstance(limit, HingeLimit):
                 m = limit_rolls[i][0, 0]  # the hinge's axis along the normal
@@ -516,11 +516,11 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
     return replace(limits, limits=tuple(hinges), frames=limits.frames @ bone_rolls, rest_offsets=offsets)
 
 
-def _roll_to_normal(m: np.ndarray) -> np.ndarray:
+def _roll_to_normal(m: np.ndarray) -> np.ndarray | None:
     """The turn about local Y (columns X, Y, Z) that takes X onto ``m``, the plane's normal in a frame whose Y lies
-    in the plane; NaN where Y leaves it."""
+    in the plane; None where Y leaves it."""
     if abs(float(m[1])) > _PLANE_SLACK:
-        return np.full((3, 3), np.nan)
+        return None
     x = np.array([float(m[0]), 0.0, float(m[2])])
     x /= math.sqrt(float(x @ x))
     return np.column_stack([x, (0.0, 1.0, 0.0), np.cross(x, (0.0, 1.0, 0.0))])
