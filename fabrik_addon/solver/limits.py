@@ -486,7 +486,7 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
     n = len(limits.limits)
     first = 0 if parents is None else 1
     eye = np.eye(3)
-    limit_rolls, bone_rolls = np.tile(eye, (n, 1, 1)), np.tile(eye, (n, 1, 1))
+    bone_rolls = np.tile(eye, (n, 1, 1))
     hinges: list[Limit] = list(limits.limits)
     offsets = limits.rest_offsets.copy()
     posed: dict[int, np.ndarray] = {}
@@ -494,15 +494,16 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
         p = i - 1 if parents is None else int(parents[i])
         parent = posed.get(p, limits.base_frame)
         limit = limits.limits[i]
+        limit_roll: np.ndarray | None = eye
         if i not in kept:
             limit_roll = _roll_to_normal(limits.limit_frame(parent, i).T @ normal)
             bone_roll = limit_roll if isinstance(limit, HingeLimit) else _roll_to_normal(limits.frames[i].T @ normal)
             if limit_roll is None or bone_roll is None:
                 return None
-            limit_rolls[i], bone_rolls[i] = limit_roll, bone_roll
-            side = limit_rolls[i][:, 2]  # the in-plane perpendicular of the rest direction, counterclockwise
+            bone_rolls[i] = bone_roll
+            side = limit_roll[:, 2]  # the in-plane perpendicular of the rest direction, counterclockwise
             if isinstance(limit, HingeLimit):
-                m = limit_rolls[i][0, 0]  # the hinge's axis along the normal
+                m = limit_roll[0, 0]  # the hinge's axis along the normal
                 if abs(abs(m) - 1.0) > _PLANE_SLACK:
                     return None
                 low, high = (limit.min_angle, limit.max_angle) if m > 0.0 else (-limit.max_angle, -limit.min_angle)
@@ -511,7 +512,7 @@ def hinges_in_the_plane(limits: _Frames, parents: Sequence[int] | np.ndarray | N
             else:
                 low, high = -math.pi, math.pi
             hinges[i] = HingeLimit(low, high)
-        offsets[i] = (bone_rolls[p].T if p >= first else eye) @ offsets[i] @ limit_rolls[i]
+        offsets[i] = (bone_rolls[p].T if p >= first else eye) @ offsets[i] @ limit_roll
         posed[i] = limits.frame_at(parent, i, limits.start_dirs[i])
     return replace(limits, limits=tuple(hinges), frames=limits.frames @ bone_rolls, rest_offsets=offsets)
 

@@ -457,12 +457,17 @@ def test_2d_hinged_chains_keep_their_lengths_and_limits(with_pole):
     assert reached >= 57, reached
 
 
-def _turns_in_the_plane(joints: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Each bone's counterclockwise turn from its start direction relative to its parent's (2D), in [-pi, pi)."""
+def _turns_in_the_plane(joints: np.ndarray, start: np.ndarray, parents: np.ndarray | None = None) -> np.ndarray:
+    """Each bone's counterclockwise turn from its start direction relative to its parent's (2D), in [-pi, pi): a
+    chain's per bone; with ``parents``, a tree's per joint (entry 0, the root, 0)."""
+    tree = parents if parents is not None else np.arange(len(joints)) - 1
+
     def relative(points):
-        steps = np.diff(points, axis=0)
-        return np.diff(np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])])
-    return np.remainder(relative(joints) - relative(start) + math.pi, 2.0 * math.pi) - math.pi
+        steps = points[1:] - points[tree[1:]]
+        headings = np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])]
+        return headings - np.where(tree > 0, headings[np.maximum(tree, 0)], 0.0)
+    turns = np.remainder(relative(joints) - relative(start) + math.pi, 2.0 * math.pi) - math.pi
+    return turns if parents is not None else turns[1:]
 
 
 def _outside_in_the_plane(joints: np.ndarray, start: np.ndarray, limits: list) -> float:
@@ -571,19 +576,10 @@ def _y_pose(rest: np.ndarray, turns: np.ndarray, lengths: np.ndarray) -> np.ndar
     return points
 
 
-def _y_turns(joints: np.ndarray, start: np.ndarray) -> np.ndarray:
-    """Each bone's counterclockwise turn from its start direction relative to its parent's (entry 0: 0)."""
-    def relative(points):
-        steps = points[1:] - points[_Y_PARENTS[1:]]
-        headings = np.r_[0.0, np.arctan2(steps[:, 1], steps[:, 0])]
-        return headings - np.where(_Y_PARENTS > 0, headings[np.maximum(_Y_PARENTS, 0)], 0.0)
-    return np.remainder(relative(joints) - relative(start) + math.pi, 2.0 * math.pi) - math.pi
-
-
 def _y_outside(joints: np.ndarray, start: np.ndarray, limits: list) -> float:
     """:func:`_outside_in_the_plane` for the 2D Y."""
     worst = float(resolve_tree_limits(limits, start, _Y_PARENTS).violations(fabrik.pad3(joints), _Y_PARENTS).max())
-    for turn, limit in zip(_y_turns(joints, start), limits):
+    for turn, limit in zip(_turns_in_the_plane(joints, start, _Y_PARENTS), limits):
         if isinstance(limit, HingeLimit):
             worst = max(worst, limit.min_angle - turn, turn - limit.max_angle)
     return worst
