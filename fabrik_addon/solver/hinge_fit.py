@@ -33,7 +33,7 @@ import numpy as np
 
 from .limits import ConeLimit, HingeLimit, ResolvedLimits, hinge_roll
 from .rotations import turn_floats
-from .swing import PROXIMAL_PER_TOLERANCE, Coordinates, _locals, _turned, cone_inside, project_swing, swing_of
+from .swing import PROXIMAL_PER_TOLERANCE, Coordinates, _locals, _project, _turned, swing_of
 
 # Chains of this many bones at most take the fit; longer ones keep limited FABRIK. Measured on the quality loop
 # (400 frames, pure solver; largest bone turn a frame, frames missed; limited FABRIK's in brackets): a coned leg
@@ -399,21 +399,5 @@ def _refined(q: np.ndarray, coordinates: HingeCoordinates, root: np.ndarray, tar
         step = np.linalg.solve(normal + damping * eye, (np.swapaxes(jacobian, 1, 2) @ residual[:, :, None]))[:, :, 0]
         for c, (i, j) in enumerate(moving):
             q[:, i, j] += step[:, c]
-        q = _into_region(q, coordinates)
+        q = np.stack([_project(pose, coordinates) for pose in q])  # each kept in the fit's region
     return q, np.linalg.norm(coordinates.joints(q, root, lengths)[:, -1] - target, axis=1)
-
-
-def _into_region(q: np.ndarray, coordinates: HingeCoordinates) -> np.ndarray:
-    """Poses ``q (M, N, 2)`` moved into the fit's region as .swing's projection moves one: each hinge's angle
-    clamped into its interval (its ``u`` zero unless it rolls its parent), each swing outside its cone onto the
-    nearest point of its rim (.swing.project_swing)."""
-    out = q.copy()
-    for i, limit in enumerate(coordinates.limits):
-        if isinstance(limit, HingeLimit):
-            out[:, i, 1] = np.clip(out[:, i, 1], limit.min_angle, limit.max_angle)
-            if not coordinates._rolled(i - 1):
-                out[:, i, 0] = 0.0
-        elif isinstance(limit, ConeLimit):
-            for k in np.flatnonzero(~cone_inside(limit, out[:, i])):
-                out[k, i] = project_swing(limit, float(out[k, i, 0]), float(out[k, i, 1]))
-    return out
