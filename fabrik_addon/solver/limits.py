@@ -162,10 +162,14 @@ def _rim_samples(cone: ConeLimit) -> np.ndarray:
 
 
 def _ratio2(value: float, semi_axis: float) -> float:
+    """``(value / semi_axis)**2``; toward a zero side (``semi_axis`` 0) a swing of LIMIT_SLACK radians or less is on
+    that side (0), more is infinitely outside. A pose held on a zero side comes back from its joints a rounding
+    either side of it (1e-16 to 2e-14 rad seen), and read as outside, it failed the free pose's and the two-bone
+    pose's check and every check of the result."""
+    if semi_axis <= 0.0:
+        return 0.0 if abs(value) <= LIMIT_SLACK else math.inf
     if value == 0.0:
         return 0.0
-    if semi_axis <= 0.0:
-        return math.inf
     return (value / semi_axis) ** 2
 
 
