@@ -48,6 +48,14 @@ from .rotations import perpendicular, skew, turn_floats
 # cones allow it, moving as little as it can.
 MU_WIDE = 1e-2
 WIDE_STAGES = (1.0, 0.1, MU_WIDE)
+# The fit's pulls and thresholds scale with the tolerance, and were tuned at the add-on's default, a thousandth of
+# the chain's length: above it they stop at most this fraction of the length short of a target (the tolerance still
+# says what counts as reached). Looser pulls made the pose depend on the tolerance, and popped where the default does
+# not: the quality loops (pure solver, tolerance 0.003 / 0.01 of the length against 0.001), largest turn a frame,
+# 4 bones in lopsided cones with a pole 11.6 / 17.0 against 3.9 (the polish reaching the target at one frame and
+# stopping short of it at the next, a pose 17 degrees away), 3 bones in 60-degree cones 3.3 / 10.9 against 2.5, the
+# 4-bone coned leg with a hinged knee and a pole 1.0 / 6.0 against 2.1; now the same as at 0.001.
+FIT_TOLERANCE = 1e-3
 # The near fit's pull, per unit of the tolerance over the chain's length: it keeps the tip within about a
 # tenth of the tolerance where the cones allow the target (bias ~ pull * turn / leverage), and rounds the
 # edge of what they allow, where the exact pose turns fast (a square root of the distance to the edge).
@@ -516,10 +524,11 @@ def fit_swings(reference: np.ndarray, target: np.ndarray, lengths: np.ndarray, l
     """The pose near ``reference (N+1, 3)`` whose tip is nearest ``target``, every cone kept (see the module).
 
     The reference's root is the chain's root; ``limits``: cones or none only (:func:`cones_only`);
-    ``tolerance``: the distance that counts as reached.
+    ``tolerance``: the distance that counts as reached; the fit aims within FIT_TOLERANCE of the length at most.
     """
     root = reference[0]
     length = float(lengths.sum())
+    tolerance = min(tolerance, FIT_TOLERANCE * length)
     q_ref, leaning = _leaning(swings_of(reference, limits), limits)
     # The wide fit approached from a strong pull (near the projected reference the fit has one minimum)
     # down to its own, each stage from the last: a path continuous in the inputs, where one damped Newton

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from fabrik_addon.solver import solve_chain, swing
-from fabrik_addon.solver.limits import ConeLimit, resolve_limits
+from fabrik_addon.solver.limits import ConeLimit, HingeLimit, resolve_limits
 from fabrik_addon.solver.swing import joints_of, project_swing
 
 
@@ -251,6 +251,36 @@ def test_lopsided_cones_turn_their_chain_toward_the_wide_side_without_popping(bo
     assert excess <= 1e-9
     if bones == 8:
         assert all(r.reached for r in results)
+
+
+# Windows of the quality loop where a tolerance above the default loosened the fit into a pop (old code, largest
+# turn a frame in the window at that tolerance): chain, its limits, pole or not, frames.
+LOOSE_TOLERANCE_WINDOWS = {
+    "4 bones, lopsided cones, pole": (4, [LOPSIDED_CONE] * 4, True, range(48, 64)),  # 17.0 at 0.01, 11.4 at 0.003
+    "3 bones, 60-degree cones": (3, [ConeLimit(*[math.radians(60.0)] * 4)] * 3, False, range(164, 182)),  # 9.9
+    "4-bone coned leg, hinged knee, pole": (4, [ISSUE_CONE, ISSUE_CONE, HingeLimit(math.radians(-10.0),
+                                            math.radians(150.0)), ISSUE_CONE], True, range(222, 236)),  # 6.0
+}
+
+
+@pytest.mark.parametrize(("case", "tolerance"), [(case, 0.01) for case in LOOSE_TOLERANCE_WINDOWS]
+                         + [("4 bones, lopsided cones, pole", 0.003)])
+def test_a_tolerance_above_the_default_does_not_loosen_the_limited_fit(case, tolerance):
+    """The swing and hinge fits' pulls scale with the tolerance (tuned at the add-on's default, 0.001 of the
+    length); above it they stop at swing.FIT_TOLERANCE of the length. Looser, the pose moved with the tolerance
+    (up to 0.08 of the length from the default's pose on these frames) and popped where the default does not (the
+    polish reaching the target on one frame, stopping short on the next): now within 2e-3 of the length of the
+    default's pose, turning at most 3.9 degrees a frame (the default's own largest turn on these frames)."""
+    bones, limits, pole, frames = LOOSE_TOLERANCE_WINDOWS[case]
+    joints = arc(bones)
+    length = 2.0
+    targets = loop(joints, 400)[list(frames)]
+    at = np.array([0.0, 2.0, 1.0]) if pole else None
+    default = [solve_chain(joints, t, pole=at, limits=limits, tolerance=1e-3 * length) for t in targets]
+    loose = [solve_chain(joints, t, pole=at, limits=limits, tolerance=tolerance * length) for t in targets]
+    assert max(float(np.abs(a.joints - b.joints).max()) for a, b in zip(default, loose)) <= 2e-3 * length
+    assert max(turns(a.frames, b.frames) for a, b in zip(loose, loose[1:])) <= 4.0
+    assert all(b.reached for a, b in zip(default, loose) if a.reached)
 
 
 @pytest.mark.parametrize("bones", [2, 3, 4, 5, 6, 7])
