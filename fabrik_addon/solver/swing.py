@@ -54,7 +54,7 @@ WIDE_STAGES = (1.0, 0.1, MU_WIDE)
 # not: the quality loops (pure solver, tolerance 0.003 / 0.01 of the length against 0.001), largest turn a frame,
 # 4 bones in lopsided cones with a pole 11.6 / 17.0 against 3.9 (the polish reaching the target at one frame and
 # stopping short of it at the next, a pose 17 degrees away), 3 bones in 60-degree cones 3.3 / 10.9 against 2.5, the
-# 4-bone coned leg with a hinged knee and a pole 1.0 / 6.0 against 2.1; now the same as at 0.001.
+# 4-bone coned leg with a hinged knee and a pole 1.0 / 6.0 against 2.1; now as at 0.001 (the knee 2.04 at both).
 FIT_TOLERANCE = 1e-3
 # The near fit's pull, per unit of the tolerance over the chain's length: it keeps the tip within about a
 # tenth of the tolerance where the cones allow the target (bias ~ pull * turn / leverage), and rounds the
