@@ -1,10 +1,12 @@
-"""The solver's tests (tests/solver, no Blender) shared between the two halves of ``make test``.
+"""The tests that need one Blender version, not both, shared between the two halves of ``make test``.
 
-``FABRIK_SOLVER_SHARD="K/N"`` (K a comma-separated list) keeps the solver tests whose node id hashes (CRC-32) to
-one of the K modulo N and deselects the others; the Blender tests are never deselected. ``make test`` runs the
-Blender 5.0 half with ``0/3`` and the 4.2 half with ``1,2/3``, so each solver test runs once, on one of the two
-numpy versions, more of them in the half whose Blender tests end sooner (4.2: ~600 s of 5100-5700); without
-the variable (``make test-fast``, a plain ``pytest``) every test runs.
+Those are the solver's tests (tests/solver, no Blender) and the Blender tests marked ``solver_bound``: tests of
+what the solver makes of a rig (trees with joint limits), whose time goes to the solve, not to Blender, and whose
+Blender side (reading the rig, writing the pose in every rotation mode) other tests check on both versions.
+``FABRIK_SOLVER_SHARD="K/N"`` (K a comma-separated list) keeps those whose node id hashes (CRC-32) to one of the K
+modulo N and deselects the others; every other Blender test runs in both halves. ``make test`` runs the Blender 5.0
+half with ``0/2`` and the 4.2 half with ``1/2``, so each of them runs once, on one of the two Blender (and numpy)
+versions; without the variable (``make test-fast``, a plain ``pytest``) every test runs.
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     shares, n = _shard(value)
     kept, dropped = [], []
     for item in items:
-        solver = item.nodeid.startswith("tests/solver/")
-        (dropped if solver and zlib.crc32(item.nodeid.encode()) % n not in shares else kept).append(item)
+        shared = item.nodeid.startswith("tests/solver/") or item.get_closest_marker("solver_bound") is not None
+        (dropped if shared and zlib.crc32(item.nodeid.encode()) % n not in shares else kept).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
