@@ -11,10 +11,10 @@ import pytest
 from mathutils import Quaternion
 from rigs import armature, empty, off_x, same_pose_in_modes, spread_over_targets, world_head, world_tail
 
-# Limit-respecting poses turn each limited bone by at most this fraction of its range.
 # Their time goes to the solver: make test runs each on one Blender version (tests/conftest.py).
 pytestmark = pytest.mark.solver_bound
 
+# Limit-respecting poses turn each limited bone by at most this fraction of its range.
 SPAN = 0.95
 HINGE = ('HINGE', -2.5, 2.5)
 CONE = ('CONE', 0.6)

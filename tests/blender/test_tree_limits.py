@@ -9,10 +9,10 @@ import pytest
 from mathutils import Quaternion
 from rigs import armature, empty, same_pose_in_modes, spread_over_targets, world_tail
 
-# Inside poses turn each coned bone by at most this fraction of its cone.
 # Their time goes to the solver: make test runs each on one Blender version (tests/conftest.py).
 pytestmark = pytest.mark.solver_bound
 
+# Inside poses turn each coned bone by at most this fraction of its cone.
 SPAN = 0.95
 
 
