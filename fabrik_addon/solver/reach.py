@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .fabrik import solve_chain
+from .fabrik import pad3, solve_chain
 from .limits import ChainLimits, ConeLimit, HingeLimit, Limit, ResolvedLimits, resolve_limits
 from .result import SolveResult
 from .start import beyond_shortening
@@ -115,10 +115,11 @@ def explain(
 
     Parameters
     ----------
-    start : array_like, shape (N+1, 3)
-        The pose the solve started from (its bone lengths are the chain's).
-    target : array_like, shape (3,)
-    joints : array_like, shape (N+1, 3)
+    start : array_like, shape (N+1, D)
+        The pose the solve started from (its bone lengths are the chain's); D = 2 or 3, as for
+        :func:`.fabrik.solve_chain`.
+    target : array_like, shape (D,)
+    joints : array_like, shape (N+1, D)
         The solved pose.
     reached, converged : bool
         As :class:`.result.SolveResult` reported them.
@@ -130,12 +131,15 @@ def explain(
     Returns
     -------
     Shortfall
-        ``reason`` 'NONE' when the chain reached.
+        ``reason`` 'NONE' when the chain reached. Its points are 3D (a 2D chain's at z = 0), and a 2D chain's
+        limit frames the ones its solve measures its limits in (:func:`.limits.resolve_limits`, ``planar``);
+        the re-solves that find the holding limit are 2D solves, as the chain's own.
     """
-    start = np.asarray(start, dtype=np.float64)
-    tgt = np.asarray(target, dtype=np.float64)
-    solved = np.asarray(joints, dtype=np.float64)
-    pole3 = None if pole is None else np.asarray(pole, dtype=np.float64)
+    given_start = np.asarray(start, dtype=np.float64)
+    given_target = np.asarray(target, dtype=np.float64)
+    given_pole = None if pole is None else np.asarray(pole, dtype=np.float64)
+    start, tgt, solved = pad3(given_start), pad3(given_target), pad3(np.asarray(joints, dtype=np.float64))
+    pole3 = None if given_pole is None else pad3(given_pole)
     lengths = np.linalg.norm(np.diff(start, axis=0), axis=1)
     reach = float(lengths.sum())
     cap = float(max_stretch) if use_stretch else 1.0
@@ -156,21 +160,21 @@ def explain(
         return replace(facts, reason='ITERATIONS')
 
     solver: Callable[..., SolveResult] = solve_two_bone if two_bone else solve_chain
-    settings = {"tolerance": tolerance, "max_iterations": max_iterations, "pole": pole3, "limits": limits,
+    settings = {"tolerance": tolerance, "max_iterations": max_iterations, "pole": given_pole, "limits": limits,
                 "softness": softness, "use_stretch": use_stretch, "max_stretch": max_stretch}
 
     def reaches(**changed: object) -> SolveResult:
-        return solver(start, tgt, **{**settings, **changed})
+        return solver(given_start, given_target, **{**settings, **changed})
 
     if softness and reaches(softness=0.0).reached:
         return replace(facts, reason='SOFTNESS')
     items = None if limits is None else list(limits.limits if isinstance(limits, ChainLimits) else limits)
     if limits is None or not items or all(item is None for item in items):
         return replace(facts, reason='ITERATIONS')  # settled short with nothing holding it: a stall
-    resolved = resolve_limits(limits, start)
+    resolved = resolve_limits(limits, start, planar=given_start.shape[-1] == 2)  # as the solve measures them
     frames, local = _limit_frames(resolved, solved)
     hinges = [i for i, item in enumerate(items) if isinstance(item, HingeLimit)]
-    if pole3 is not None and hinges and reaches(pole=None).reached:
+    if given_pole is not None and hinges and reaches(pole=None).reached:
         # The hinge whose freedom the pole needs: without it, the chain reaches with the pole.
         bone = next((i for i in hinges if reaches(limits=_without(limits, items, i)).reached), hinges[0])
         return _held(facts, 'POLE', bone, items, frames, local, solved, lengths)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -155,3 +156,66 @@ def test_the_side_of_a_hinge_is_its_nearer_end():
 def test_distances_read_back_within_half_a_percent(value):
     assert first_distance(format_distance(value)) == pytest.approx(value, rel=0.005)
 
+
+
+FLAT = STRAIGHT[:, :2]  # the same chain as a 2D one, in the XY plane
+
+
+@pytest.mark.parametrize(("target", "settings", "reason"), [
+    ([0.0, 3.5], {}, 'LENGTH'),
+    ([0.0, 2.9], {"softness": 0.2}, 'SOFTNESS'),
+    ([2.5, 0.5], {"limits": [None] + [ConeLimit(*[math.radians(20.0)] * 4)] * 2}, 'LIMIT'),
+    ([2.5, 0.5], {"limits": ChainLimits([None] + [ConeLimit(*[math.radians(20.0)] * 4)] * 2)}, 'LIMIT'),
+    ([-2.0, 1.5], {"limits": [None, HingeLimit(0.0, math.radians(30.0)), HingeLimit(0.0, math.radians(30.0))]},
+     'LIMIT'),
+    ([2.5, 0.5], {"limits": [None] + [ConeLimit(*[math.radians(20.0)] * 4)] * 2, "pole": [3.0, 1.5]}, 'LIMIT'),
+], ids=["length", "softness", "cones", "chain limits", "hinges", "cones and a pole"])
+def test_a_2d_chain_is_explained_as_its_own_2d_solve(target, settings, reason):
+    """A 2D chain's limits are measured in its plane embedded at z = 0 (as ``solve_chain`` embeds it): the
+    reason, the holding bone and its side come from the 2D solve, and without that bone's limit the 2D chain
+    reaches. (A limited 2D chain's explanation raised IndexError: its poses were read as 3D ones.)"""
+    shortfall, result = why(FLAT, target, **settings)
+    assert not result.reached and shortfall.reason == reason
+    for point in (shortfall.tip, shortfall.target, shortfall.middle):
+        assert point.shape == (3,) and point[2] == 0.0
+    assert np.allclose(shortfall.tip[:2], result.joints[-1]) and np.allclose(shortfall.target[:2], target)
+    assert shortfall.gap == pytest.approx(result.error)
+    if "pole" in settings:
+        assert np.allclose(shortfall.pole, [*settings["pole"], 0.0])
+    message = describe(shortfall, NAMES)
+    assert message and first_distance(message) == pytest.approx(result.error, rel=0.005)
+    if reason == 'LIMIT':
+        assert shortfall.bone in (1, 2) and shortfall.side
+        assert np.allclose(shortfall.limit_origin, [*result.joints[shortfall.bone], 0.0])
+        assert shortfall.limit_frame.shape == (3, 3) and shortfall.bone_length == pytest.approx(1.0)
+        items = list(getattr(settings["limits"], "limits", settings["limits"]))
+        items[shortfall.bone] = None
+        freed = solve_chain(FLAT, target, limits=items, pole=settings.get("pole"))
+        assert freed.reached or freed.error < result.error - 1e-3
+
+
+def test_a_2d_hinge_names_the_end_it_rests_on():
+    """2D two-bone chains whose hinge (a turn counterclockwise in the plane, its default frame's X the plane's
+    normal) cannot make the bend: the side named is the end nearer the hinge angle the 2D solve left, measured in
+    the plane (atan2 of the two bones), and describe() quotes that end."""
+    start = FLAT[:3]
+    checked = 0
+    for low, high in ((0.0, 30.0), (-30.0, 0.0), (-20.0, 10.0), (15.0, 40.0)):
+        hinge = HingeLimit(math.radians(low), math.radians(high))
+        # Above it a free bone (which rolls its frame to the bend) or a hinge turning freely in the plane (which
+        # does not: the plane's normal must be its X, as the 2D solve measures it).
+        for first, target in itertools.product((None, HingeLimit(-3.0, 3.0)),
+                                               ([-1.2, 1.2], [1.2, 1.2], [0.3, 0.4], [-0.2, 0.5])):
+            shortfall, result = why(start, target, limits=[first, hinge])
+            if result.reached:
+                continue
+            assert shortfall.reason == 'LIMIT' and shortfall.bone == 1
+            (a, b), (c, d) = np.diff(result.joints, axis=0)
+            bend = math.atan2(a * d - b * c, a * c + b * d)
+            assert math.radians(low) - 1e-6 <= bend <= math.radians(high) + 1e-6
+            nearer = 'min' if abs(bend - math.radians(low)) <= abs(bend - math.radians(high)) else 'max'
+            assert shortfall.side == nearer and shortfall.angle == pytest.approx(math.radians(low if nearer == 'min'
+                                                                                               else high))
+            assert f"Hinge limit of 'middle' ({nearer}" in describe(shortfall, NAMES)
+            checked += 1
+    assert checked >= 16
