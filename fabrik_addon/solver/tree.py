@@ -188,7 +188,7 @@ def solve_tree(
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
     out, errors, iterations, settled, fitted = _run_restarting(pts, parent, lengths, effector, tgt, weight, pole,
                                                                rigid_set, resolved, tolerance, int(max_iterations),
-                                                               min_improvement)
+                                                               min_improvement, planar=dim == 2)
     if grow.any():
         # Stretch: each stretching branch is grown as a chain from where the first solve put its root,
         # then the tree is solved again from that pose (the other branches barely move).
@@ -198,7 +198,7 @@ def solve_tree(
         lengths = lengths * bone_stretch
         out, errors, used, settled, fitted = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole,
                                                              rigid_set, resolved, tolerance, int(max_iterations),
-                                                             min_improvement)
+                                                             min_improvement, planar=dim == 2)
         iterations += used
     elif resolved is None and _settles(parent, effector, weight):
         out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid_set, tolerance)
@@ -358,9 +358,11 @@ def _check_inputs(joints: object, parents: object, effectors: object, targets: o
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
-    """:func:`_run`, and with limits again from aimed starts while short; the kept pose's ``settled`` flag and,
-    where it is a fit's, its rigid bodies' turns and rolls (:func:`.tree_fit.fit_tree`'s last two returns)."""
+                    min_improvement: float,
+                    planar: bool = False) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
+    """:func:`_run`, and with limits again from aimed starts while short (``planar``: a 2D tree's, which stay in its
+    plane); the kept pose's ``settled`` flag and, where it is a fit's, its rigid bodies' turns and rolls
+    (:func:`.tree_fit.fit_tree`'s last two returns)."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     out, errors, iterations, settled = _run(pts, *args)
     scored = weight > 0.0
@@ -368,14 +370,14 @@ def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, ef
         return out, errors, iterations, settled, None
     fitted = None
     if not (errors[scored] <= tolerance).all():
-        out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args)
+        out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args, planar)
     if pole is not None and fits(limits):
         out, errors, fitted = _held_to_planes(out, errors, fitted, pts, args)
     return out, errors, iterations, settled, fitted
 
 
 def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bool, pts: np.ndarray,
-               args: tuple) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
+               args: tuple, planar: bool = False) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
     """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted."""
     parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
     scored = weight > 0.0
@@ -387,7 +389,7 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
     if fit:
         out, errors, settled, fitted = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
                                                rigid, limits, tolerance)
-    for start in _aimed_starts(pts, effector, tgt) if not (errors[scored] <= tolerance).all() else []:
+    for start in _aimed_starts(pts, effector, tgt, planar) if not (errors[scored] <= tolerance).all() else []:
         again, again_errors, used, again_settled = _run(start, *args)
         iterations += used
         again_fitted = None
@@ -503,9 +505,14 @@ def _body_turns(out: np.ndarray, pts: np.ndarray, parent: np.ndarray, rigid: set
     return turns
 
 
-def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> list[np.ndarray]:
+def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray, planar: bool = False) -> list[np.ndarray]:
     """The start pose turned about the root so its effectors' centroid points at the targets'
-    centroid, then rolled about that direction by 0, 90, 180 and 270 degrees."""
+    centroid, then rolled about that direction by 0, 90, 180 and 270 degrees; ``planar`` (a 2D tree, at z = 0):
+    not rolled. Rolled a quarter turn, a 2D tree's start left the plane, and the passes from there kept a bone out
+    of it, which the 2D pose then dropped (2D Ys with a rigid body and cones or hinges on their branches, targets
+    from their own solves: 4 of 120 solves came back with bones shortened, by up to 0.26 of their length); rolled a
+    half turn, it lay in the plane mirrored, its hinges bending clockwise (on 160 such solves, a hinge past its
+    counterclockwise interval 37 times, 15 with no roll; the rest is not this)."""
     root = pts[0]
     aim = pts[effector].mean(axis=0) - root
     goal = tgt.mean(axis=0) - root
@@ -515,7 +522,7 @@ def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray) -> lis
     turn = matrix_from_two_vectors(aim / np.linalg.norm(aim), u)
     k = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
     starts = []
-    for angle in (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
+    for angle in (0.0,) if planar else (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
         roll = np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k
         starts.append(root + (pts - root) @ (roll @ turn).T)
     return starts
