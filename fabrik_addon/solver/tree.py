@@ -198,7 +198,7 @@ def solve_tree(
         lengths = lengths * bone_stretch
         out, errors, used, settled, fitted = _run_restarting(grown, parent, lengths, effector, tgt, weight, pole,
                                                              rigid_set, resolved, tolerance, int(max_iterations),
-                                                             min_improvement, planar=dim == 2)
+                                                             min_improvement, planar=dim == 2, reference=pts)
         iterations += used
     elif resolved is None and _settles(parent, effector, weight):
         out, errors = _settled(out, errors, pts, parent, lengths, effector, tgt, pole, rigid_set, tolerance)
@@ -358,27 +358,30 @@ def _check_inputs(joints: object, parents: object, effectors: object, targets: o
 def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray,
                     tgt: np.ndarray, weight: np.ndarray, pole: np.ndarray | None, rigid: set[int],
                     limits: TreeLimits | None, tolerance: float, max_iterations: int,
-                    min_improvement: float,
-                    planar: bool = False) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
+                    min_improvement: float, planar: bool = False,
+                    reference: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
     """:func:`_run`, and with limits again from aimed starts while short (``planar``: a 2D tree's, which stay in its
     plane); the kept pose's ``settled`` flag and, where it is a fit's, its rigid bodies' turns and rolls
-    (:func:`.tree_fit.fit_tree`'s last two returns)."""
+    (:func:`.tree_fit.fit_tree`'s last two returns). ``reference``: the solve's start pose, which the limits' frames
+    and the rigid bodies' turns belong to, where ``pts`` is another (a stretched tree's second solve); ``pts``."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
-    out, errors, iterations, settled = _run(pts, *args)
+    ref = pts if reference is None else reference
+    out, errors, iterations, settled = _run(pts, *args, reference=ref)
     scored = weight > 0.0
     if limits is None:
         return out, errors, iterations, settled, None
     fitted = None
     if not (errors[scored] <= tolerance).all():
-        out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args, planar)
+        out, errors, iterations, settled, fitted = _restarted(out, errors, iterations, settled, pts, args, planar, ref)
     if pole is not None and fits(limits):
-        out, errors, fitted = _held_to_planes(out, errors, fitted, pts, args)
+        out, errors, fitted = _held_to_planes(out, errors, fitted, pts, args, ref)
     return out, errors, iterations, settled, fitted
 
 
-def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bool, pts: np.ndarray,
-               args: tuple, planar: bool = False) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
-    """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted."""
+def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bool, pts: np.ndarray, args: tuple,
+               planar: bool, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray, int, bool, tuple | None]:
+    """:func:`_run_restarting`'s limited passes that left the tree short (``out``), fitted and restarted (from
+    ``pts``; ``reference`` as there)."""
     parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance = args[:9]
     scored = weight > 0.0
     # As for chains, limited FABRIK can settle short depending on where it starts: start again from the
@@ -387,16 +390,16 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
     fit = fits(limits)
     fitted = None
     if fit:
-        out, errors, settled, fitted = _fitted(out, errors, settled, pts, parent, lengths, effector, tgt, weight,
-                                               rigid, limits, tolerance)
+        out, errors, settled, fitted = _fitted(out, errors, settled, reference, parent, lengths, effector, tgt,
+                                               weight, rigid, limits, tolerance)
     for start in _aimed_starts(pts, effector, tgt, planar) if not (errors[scored] <= tolerance).all() else []:
-        again, again_errors, used, again_settled = _run(start, *args)
+        again, again_errors, used, again_settled = _run(start, *args, reference=reference)
         iterations += used
         again_fitted = None
         if fit and not (again_errors[scored] <= tolerance).all():
-            again, again_errors, again_settled, again_fitted = _fitted(again, again_errors, again_settled, pts, parent,
-                                                                       lengths, effector, tgt, weight, rigid, limits,
-                                                                       tolerance)
+            again, again_errors, again_settled, again_fitted = _fitted(again, again_errors, again_settled, reference,
+                                                                       parent, lengths, effector, tgt, weight, rigid,
+                                                                       limits, tolerance)
         farthest = again_errors[scored].max(initial=0.0)  # the kept pose misses a target (the loop's condition)
         if farthest <= tolerance or farthest < errors[scored].max(initial=0.0) - RESTART_GAIN * tolerance:
             out, errors, settled, fitted = again, again_errors, again_settled, again_fitted
@@ -406,12 +409,13 @@ def _restarted(out: np.ndarray, errors: np.ndarray, iterations: int, settled: bo
 
 
 def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, pts: np.ndarray,
-                    args: tuple) -> tuple[np.ndarray, np.ndarray, tuple | None]:
+                    args: tuple, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray, tuple | None]:
     """The pose, or, where a limited pole branch's bend lies more than PLANE_SLACK off its pole's side of the
     plane of its root, target and pole (:func:`off_plane`), the swing fit that holds it there too
     (:func:`.tree_fit.fit_tree`'s ``planes``): from the start pose, then, while still off, from the free tree's
     pose (:func:`_free_pose`), then from the passes' pose; the one nearest the planes kept where it is nearer
-    than the passes' pose and leaves no effector farther than the tolerance or than it was.
+    than the passes' pose and leaves no effector farther than the tolerance or than it was (``reference``: as
+    for :func:`_run_restarting`).
 
     The passes turn each pole branch to its pole, then keep its limits: where its cones forbid the plane from
     where the shared bones are, the branch leaves it (a torso with coned upper arms: elbows 11.9 degrees off;
@@ -433,8 +437,8 @@ def _held_to_planes(out: np.ndarray, errors: np.ndarray, fitted: tuple | None, p
     for start in _held_starts(pts, out, args):
         if best[0] <= PLANE_SLACK:
             break
-        held, *turns = fit_tree(start, pts, parent, lengths, effector, tgt, weight,
-                                _body_turns(start, pts, parent, rigid), limits, tolerance, planes, budget)
+        held, *turns = fit_tree(start, reference, parent, lengths, effector, tgt, weight,
+                                _body_turns(start, reference, parent, rigid), limits, tolerance, planes, budget)
         held_errors = np.linalg.norm(held[effector] - tgt, axis=1)
         off = _off_plane(held, planes, tgt, effector)
         if (held_errors[scored] <= budget[scored]).all() and off < best[0]:
@@ -541,16 +545,18 @@ def _check_parents(parents: object, count: int) -> np.ndarray:
 
 def _run(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
          weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], limits: TreeLimits | None,
-         tolerance: float, max_iterations: int, min_improvement: float) -> tuple[np.ndarray, np.ndarray, int, bool]:
+         tolerance: float, max_iterations: int, min_improvement: float, *,
+         reference: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, int, bool]:
     """FABRIK passes over the tree from ``pts``: the best pose, its errors, the passes run and whether the
-    passes stopped by reaching or stalling (False: all ``max_iterations`` used while still closing in).
+    passes stopped by reaching or stalling (False: all ``max_iterations`` used while still closing in);
+    ``reference``: the solve's start pose, where ``pts`` is another (its rigid bodies' turns are measured from it).
 
     Where sub-bases average several pulls (``_Walk.forks``), the passes aim for ``SETTLE * tolerance``
     (and stop there or when they stall), and every pass whose move lines up with the one before is
     extrapolated (:class:`_Extrapolation`); the pose is judged reached against ``tolerance`` itself. A
     tree that is one chain runs the lone chains' passes unchanged.
     """
-    walk = _Walk.of(pts, parent, lengths, effector, tgt, weight, pole, rigid)
+    walk = _Walk.of(pts, parent, lengths, effector, tgt, weight, pole, rigid, reference)
     xs, ys, zs = pts[:, 0].tolist(), pts[:, 1].tolist(), pts[:, 2].tolist()
     errors = walk.errors(xs, ys, zs, tgt)
     error = walk.largest(errors)
@@ -620,8 +626,9 @@ class _Walk:
 
     @classmethod
     def of(cls, pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, effector: np.ndarray, tgt: np.ndarray,
-           weight: np.ndarray, pole: np.ndarray | None, rigid: set[int]) -> _Walk:
+           weight: np.ndarray, pole: np.ndarray | None, rigid: set[int], reference: np.ndarray | None = None) -> _Walk:
         count = len(pts)
+        ref = pts if reference is None else reference
         children = children_of(parent)
         # Pull of each joint's subtree: the weights of the effectors at or below it.
         pull = np.zeros(count)
@@ -634,9 +641,11 @@ class _Walk:
         share = pull.tolist()
         L = lengths.tolist()
         par = parent.tolist()
-        # Rigid bodies: children offsets in the start pose, weighted by their subtree's pull (a little for
-        # children that pull nothing, so they still count).
-        bodies = {p: (children[p], pts[children[p]] - pts[p], np.maximum(pull[children[p]], 1e-6))
+        # Rigid bodies: children offsets in the solve's start pose (``reference``: where the passes start from
+        # an aimed restart, the pose the limits' frames belong to, so that a body's turn turns its children's
+        # frames from those), weighted by their subtree's pull (a little for children that pull nothing, so they
+        # still count).
+        bodies = {p: (children[p], ref[children[p]] - ref[p], np.maximum(pull[children[p]], 1e-6))
                   for p in rigid if len(children[p]) >= 2}
         kids = [[c for c in children[j] if active[c]] for j in range(count)]
         target_of = {int(e): (float(t[0]), float(t[1]), float(t[2])) for e, t, w in zip(effector, tgt, weight) if w > 0}
