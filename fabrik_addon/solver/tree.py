@@ -26,7 +26,7 @@ from .fabrik import (
 )
 from .limits import ConeLimit, HingeLimit, Limit, LimitFrames, hinges_face_the_normal, hinges_in_the_plane
 from .prepare import EPS
-from .rotations import matrix_from_two_vectors
+from .rotations import matrix_from_two_vectors, skew
 from .soft import (
     DEFAULT_MAX_STRETCH,
     DEFAULT_SOFTNESS,
@@ -515,8 +515,8 @@ def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray, planar
     not rolled. Rolled a quarter turn, a 2D tree's start left the plane, and the passes from there kept a bone out
     of it, which the 2D pose then dropped (2D Ys with a rigid body and cones or hinges on their branches, targets
     from their own solves: 4 of 120 solves came back with bones shortened, by up to 0.26 of their length); rolled a
-    half turn, it lay in the plane mirrored, its hinges bending clockwise (on 160 such solves, a hinge past its
-    counterclockwise interval 37 times, 15 with no roll; the rest is not this)."""
+    half turn, it lay in the plane mirrored. (The limits such restarts broke there came from the rigid body's turn,
+    measured from the restart's pose: :func:`_run`'s ``reference``.)"""
     root = pts[0]
     aim = pts[effector].mean(axis=0) - root
     goal = tgt.mean(axis=0) - root
@@ -524,7 +524,7 @@ def _aimed_starts(pts: np.ndarray, effector: np.ndarray, tgt: np.ndarray, planar
         return []
     u = goal / np.linalg.norm(goal)
     turn = matrix_from_two_vectors(aim / np.linalg.norm(aim), u)
-    k = np.array([[0.0, -u[2], u[1]], [u[2], 0.0, -u[0]], [-u[1], u[0], 0.0]])
+    k = skew(u)
     starts = []
     for angle in (0.0,) if planar else (0.0, 0.5 * math.pi, math.pi, 1.5 * math.pi):
         roll = np.eye(3) + math.sin(angle) * k + (1.0 - math.cos(angle)) * k @ k
