@@ -363,7 +363,8 @@ def _run_restarting(pts: np.ndarray, parent: np.ndarray, lengths: np.ndarray, ef
     """:func:`_run`, and with limits again from aimed starts while short (``planar``: a 2D tree's, which stay in its
     plane); the kept pose's ``settled`` flag and, where it is a fit's, its rigid bodies' turns and rolls
     (:func:`.tree_fit.fit_tree`'s last two returns). ``reference``: the solve's start pose, which the limits' frames
-    and the rigid bodies' turns belong to, where ``pts`` is another (a stretched tree's second solve); ``pts``."""
+    and the rigid bodies' turns belong to, where ``pts`` is another (a stretched tree's second solve); by default
+    ``pts``."""
     args = (parent, lengths, effector, tgt, weight, pole, rigid, limits, tolerance, max_iterations, min_improvement)
     ref = pts if reference is None else reference
     out, errors, iterations, settled = _run(pts, *args, reference=ref)
