@@ -367,6 +367,19 @@ def test_limited_trees_give_one_pose_for_inputs_a_float32_rounding_apart(make, s
     assert max(worst) <= 1e-4, (int(np.argmax(worst)), max(worst))
 
 
+def counted_steps(monkeypatch) -> list[int]:
+    """A one-item list counting the fit's steps (``tree_fit.damped_step`` calls) from now on; set it to 0 to restart."""
+    steps = [0]
+    step = tree_fit.damped_step
+
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return step(*args, **kwargs)
+
+    monkeypatch.setattr(tree_fit, "damped_step", counted)
+    return steps
+
+
 def test_a_held_fit_that_the_tree_would_discard_stops_its_rounds_and_changes_no_pose(monkeypatch):
     """Coned Ys whose poles sit a half turn from where their branches bend (turned about the line from each
     branch's rest root to its target): the tree reaches its targets, but not with a branch held in its pole's
@@ -384,14 +397,7 @@ def test_a_held_fit_that_the_tree_would_discard_stops_its_rounds_and_changes_no_
             offset = pole - joints[path[0]]
             turned.append(joints[path[0]] + 2.0 * (offset @ axis) * axis - offset)
         trees.append((joints, parents, effectors, limits, rigid, targets, np.array(turned)))
-    steps = [0]
-    step = tree_fit.damped_step
-
-    def counted(*args, **kwargs):
-        steps[0] += 1
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(tree_fit, "damped_step", counted)
+    steps = counted_steps(monkeypatch)
 
     def solved(k):
         joints, parents, effectors, limits, rigid, targets, poles = trees[k]
@@ -423,14 +429,7 @@ def test_a_held_fit_beyond_reach_stops_its_rounds_and_changes_no_pose(monkeypatc
         joints, parents, effectors, limits, rigid = make(rng)
         targets = joints[0] + rng.normal(size=(2, 3)) * 1.5
         poles = rng.normal(size=(2, 3)) * 2.0
-    steps = [0]
-    step = tree_fit.damped_step
-
-    def counted(*args, **kwargs):
-        steps[0] += 1
-        return step(*args, **kwargs)
-
-    monkeypatch.setattr(tree_fit, "damped_step", counted)
+    steps = counted_steps(monkeypatch)
 
     def solved():
         steps[0] = 0
