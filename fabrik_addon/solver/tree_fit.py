@@ -87,12 +87,17 @@ PARALLEL = 1e-5
 # tolerances, and every pose written stayed the same to the last bit: that rig's 80 frames (their solves 47.7 -> 19.0 s
 # of CPU, the worst frame 4.41 -> 2.85 s on seed 4, at most 1.11 on the others), 160 solver trees with turned poles
 # (412 -> 137 s), the torso probe's seeds 5, 7, 8.
-# Beyond reach the same holds with no budget to miss: a torso with a pole on each arm, both hands' targets out of
-# reach, ran its three held fits' rounds to their cap, each as far beyond reach as the passes (8.0 s of CPU for one
-# solve). So a held fit whose rounds are more than CREEPING tolerances short after GATE_ROUNDS tries the fit without the
-# pull from there and, where that is too, returns it: 20 hinged-forearm torsos 65 -> 31 s of CPU, 20 coned ones 17.8 ->
-# 11.2 s; 39 of the 40 poses the same to the last bit, the other 2.6e-6 apart (tests/solver/test_tree_fit.py).
+# Beyond reach the rounds gain nothing either: a torso with a pole on each arm, both hands' targets out of reach, ran
+# its three held fits' rounds to their cap, each ending as far short as the passes (8.0 s of CPU for one solve). Where
+# the passes miss every target by more than CREEPING tolerances (the budget), a held fit still that short after
+# BEYOND_ROUNDS rounds tries the fit without the pull from there and, where that is too, returns it. Seed-5 torsos
+# with poles (tests/solver/test_tree_fit.py), one after the other on an idle machine: 20 with hinged forearms
+# 68.3 -> 18.8 s of CPU, 20 coned 18.5 -> 7.0 s; 39 of the 40 poses the same to the last bit, the other 8e-7 of the
+# length apart. Not where the passes reach a target: the budget gate after 2 rounds instead of 10 left a
+# hinge-tipped Y whose targets and poles come from its own poses bent 8.5 degrees off a pole's plane (1 of 40, seed
+# 3; within 1 degree with 10), and the rounds stay where one target is reached and another is not (a family of poses).
 GATE_ROUNDS = 10
+BEYOND_ROUNDS = 2
 MISSED = 0.1
 
 
@@ -241,8 +246,9 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
         How far from its target each effector may end for the caller to keep the fit (it discards one that
         leaves any effector farther). Where the proximal rounds have not settled after GATE_ROUNDS and leave an
         effector more than MISSED tolerances beyond its budget, the fit without their pull is tried from there,
-        and returned at once where it does too. Held fits (``planes``) do the same where they end more than
-        CREEPING tolerances short of a target, budget or none (beyond reach).
+        and returned at once where it does too. Where the budget is more than CREEPING tolerances for every
+        weighted effector (the tree misses every target), a held fit (``planes``) still more than CREEPING
+        tolerances short after BEYOND_ROUNDS rounds does the same.
 
     Returns
     -------
@@ -302,21 +308,23 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     # rounds cost their steps only there). Beyond reach a free tree keeps the fit: where every target is missed
     # the minimum was one pose on the probes, but where one target is reached and another is not it can be a
     # family (a torso with one hand out of reach), on which each start's fit stays near where it began (which
-    # start is kept: :data:`.tree.RESTART_GAIN`).
+    # start is kept: :data:`.tree.RESTART_GAIN`). A held tree whose passes miss every target (its budget) keeps the fit
+    # from its first rounds' pose where that misses too (BEYOND_ROUNDS).
+    beyond = bool(held) and budget is not None and bool((budget[scored] > CREEPING * tolerance).all())
+
     def rounds(at: np.ndarray, pull: float) -> tuple[np.ndarray, str]:
         for n in range(1, ROUNDS + 1):
             last, at = at, fitted(at, pull)
             if float(np.abs(at - last).max()) <= SETTLED:
                 return at, "settled"
-            if n != GATE_ROUNDS:
-                continue
-            discarded = budget is not None and missed(at, budget)
-            if discarded or (held and not reached(at, CREEPING)):
+            if n == BEYOND_ROUNDS and beyond and not reached(at, CREEPING):
                 ahead = fitted(at)
-                if budget is not None and discarded and missed(ahead, budget):
-                    return ahead, "missed"
                 if not reached(ahead, CREEPING):
                     return ahead, "beyond"
+            if n == GATE_ROUNDS and budget is not None and missed(at, budget):
+                ahead = fitted(at)
+                if missed(ahead, budget):
+                    return ahead, "missed"
         return at, "moving"
 
     free = None if held else fitted(x)
