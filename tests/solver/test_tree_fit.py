@@ -421,10 +421,10 @@ def test_a_held_fit_beyond_reach_stops_its_rounds_and_changes_no_pose(monkeypatc
     """Torsos with a pole on each arm whose hands' targets lie out of reach (the draws of
     :func:`test_a_rigid_body_keeps_its_childrens_limits_from_every_restart`, seed 5, with poles): the fits held to
     the pole planes crept through their rounds to the cap, ending as far beyond reach as the passes (hinged
-    forearms: 5.9 s of CPU time for draw 0, 7.5 for draw 12; cones 8.5 for draw 17; now 0.5, 1.0 and 0.9). Where the tree misses every
-    target by more than CREEPING tolerances, a held fit still that short after BEYOND_ROUNDS rounds tries the fit
-    without the pull from there, and where that is too, it is the result. The pose written is the same to the last
-    bit with and without the gate."""
+    forearms: 5.9 s of CPU time for draw 0, 7.5 for draw 12; cones 8.5 for draw 17; now 0.5, 1.0 and 0.9). Where
+    the tree misses every target by more than CREEPING tolerances, a held fit still that short after BEYOND_ROUNDS
+    rounds tries the fit without the pull from there, and where that is too, it is the result. The pose written is
+    the same to the last bit with and without the gate."""
     rng = np.random.default_rng(5)
     for _ in range(draw + 1):
         joints, parents, effectors, limits, rigid = make(rng)
