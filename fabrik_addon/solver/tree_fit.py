@@ -89,13 +89,14 @@ PARALLEL = 1e-5
 # (412 -> 137 s), the torso probe's seeds 5, 7, 8.
 # Beyond reach the rounds gain nothing either: a torso with a pole on each arm, both hands' targets out of reach, ran
 # its three held fits' rounds to their cap, each ending as far short as the passes (8.0 s of CPU for one solve). Where
-# the passes miss every target by more than CREEPING tolerances (the budget), a held fit still that short after
-# BEYOND_ROUNDS rounds tries the fit without the pull from there and, where that is too, returns it. Seed-5 torsos
-# with poles (tests/solver/test_tree_fit.py), one after the other on an idle machine: 20 with hinged forearms
-# 68.3 -> 18.8 s of CPU, 20 coned 18.5 -> 7.0 s; 39 of the 40 poses the same to the last bit, the other 8e-7 of the
-# length apart. Not where the passes reach a target: the budget gate after 2 rounds instead of 10 left a
-# hinge-tipped Y whose targets and poles come from its own poses bent 8.5 degrees off a pole's plane (1 of 40, seed
-# 3; within 1 degree with 10), and the rounds stay where one target is reached and another is not (a family of poses).
+# the tree without the planes misses every target by more than CREEPING tolerances (the budget: the passes' pose, or its
+# fit), a held fit still that short after BEYOND_ROUNDS rounds tries the fit without the pull from there and, where that
+# is too, returns it. Seed-5 torsos with poles (tests/solver/test_tree_fit.py), one after the other on an idle machine:
+# 20 with hinged forearms 68.3 -> 18.8 s of CPU, 20 coned 18.5 -> 7.0 s; 39 of the 40 poses the same to the last bit,
+# the other 8e-7 of the length apart. Not where the tree reaches a target: the budget gate after 2 rounds instead of 10
+# left a hinge-tipped Y whose targets and poles come from its own poses bent 8.5 degrees off a pole's plane (1 of 40,
+# seed 3; within 1 degree with 10), and the rounds stay where one target is reached and another is not (a family of
+# poses).
 GATE_ROUNDS = 10
 BEYOND_ROUNDS = 2
 MISSED = 0.1
@@ -308,8 +309,8 @@ def fit_tree(pose: np.ndarray, start: np.ndarray, parent: np.ndarray, lengths: n
     # rounds cost their steps only there). Beyond reach a free tree keeps the fit: where every target is missed
     # the minimum was one pose on the probes, but where one target is reached and another is not it can be a
     # family (a torso with one hand out of reach), on which each start's fit stays near where it began (which
-    # start is kept: :data:`.tree.RESTART_GAIN`). A held tree whose passes miss every target (its budget) keeps the fit
-    # from its first rounds' pose where that misses too (BEYOND_ROUNDS).
+    # start is kept: :data:`.tree.RESTART_GAIN`). A held tree that misses every target without its planes (the
+    # budget) keeps the fit from its first rounds' pose where that misses too (BEYOND_ROUNDS).
     beyond = bool(held) and budget is not None and bool((budget[scored] > CREEPING * tolerance).all())
 
     def rounds(at: np.ndarray, pull: float) -> tuple[np.ndarray, str]:
