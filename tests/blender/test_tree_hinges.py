@@ -11,6 +11,8 @@ import pytest
 from mathutils import Quaternion
 from rigs import armature, empty, off_x, same_pose_in_modes, spread_over_targets, world_head, world_tail
 
+from fabrik_addon.solver import tree_fit
+
 # Their time goes to the solver: make test runs each on one Blender version (tests/conftest.py).
 pytestmark = pytest.mark.solver_bound
 
@@ -282,7 +284,6 @@ def test_a_y_whose_branches_hinge_twice_reaches_targets_that_need_the_trunk_to_r
     assert excess <= 1e-6
 
 
-
 @pytest.mark.parametrize("seed", [4, 5, 6])
 def test_a_torso_with_poles_whose_targets_are_out_of_reach_is_written_as_before_the_beyond_gate(monkeypatch, seed):
     """Coned spine and upper arms, hinged forearms, a pole on each arm, both hands' targets 1-3 units beyond the
@@ -291,8 +292,6 @@ def test_a_torso_with_poles_whose_targets_are_out_of_reach_is_written_as_before_
     held fits' beyond-reach gate off (``tree_fit.BEYOND_ROUNDS`` past the rounds' cap; seed 4: 403 fit steps
     against 3977). Seeds 5 and 6 each have a frame 1-2 float32 roundings apart (1.2e-7, 2.4e-7); the others,
     and seeds 1-3 and 7-12, are the same to the last bit."""
-    from fabrik_addon.solver import tree_fit
-
     rng = np.random.default_rng(seed)
     ob = torso({"spine0": CONE, "u": ('CONE', 0.7), "f": HINGE})
     chains = add_chains(ob, inside_pose(ob, rng)[0], 4, True)

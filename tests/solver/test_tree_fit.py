@@ -423,8 +423,8 @@ def test_a_held_fit_beyond_reach_stops_its_rounds_and_changes_no_pose(monkeypatc
     the pole planes crept through their rounds to the cap, ending as far beyond reach as the passes (hinged
     forearms: 5.9 s of CPU time for draw 0, 7.5 for draw 12; cones 8.5 for draw 17; now 0.5, 1.0 and 0.9). Where
     the tree misses every target by more than CREEPING tolerances, a held fit still that short after BEYOND_ROUNDS
-    rounds tries the fit without the pull from there, and where that is too, it is the result. The pose written is
-    the same to the last bit with and without the gate."""
+    rounds tries the fit without the pull from there, and where that is too, it is the result. The pose returned
+    is the same to the last bit with and without the gate."""
     rng = np.random.default_rng(5)
     for _ in range(draw + 1):
         joints, parents, effectors, limits, rigid = make(rng)
