@@ -214,6 +214,39 @@ def test_one_iteration_on_a_hard_target_says_iterations():
     assert_reached(chain)
 
 
+def test_a_limited_chain_given_too_few_iterations_for_a_reachable_target_says_iterations():
+    """Issue 23: a 5-bone leg (a coned hip, four hinged joints, a pole) whose target is its own pose's tip. Its
+    fits settle whatever Iterations says; with 1 or 2, their limited FABRIK fallback ran out of passes 0.45 m
+    short and the chain said "Cone limit of 'b0' (up 11 degrees) holds the tip 0.448 m short" (out of reach); with
+    3 it reaches."""
+    joints = [(0.0, 0.25 * math.sin(math.pi * k / 5), 2.0 * k / 5) for k in range(6)]
+    ob = armature("Leg", [(f"b{k}", joints[k], joints[k + 1], f"b{k - 1}" if k else None, k > 0, 0.0)
+                          for k in range(5)])
+    limit = ob.pose.bones["b0"].fabrik_limit
+    limit.mode = 'CONE'
+    limit.cone_left, limit.cone_right, limit.cone_up, limit.cone_down = 0.3, 0.9, 0.2, 0.7
+    for k in range(1, 5):
+        limit = ob.pose.bones[f"b{k}"].fabrik_limit
+        limit.mode, limit.hinge_min, limit.hinge_max = 'HINGE', 0.0, 2.4
+    pose_without_ik = [(0.99958, -0.02121, 0.01817, 0.00829), (0.99690, -0.00577, -0.02373, -0.07481),
+                       (0.99833, 0.02219, -0.02585, -0.04660), (0.98925, -0.00552, 0.13184, 0.06300),
+                       (0.99609, -0.06752, -0.01336, -0.05543)]
+    for k, rotation in enumerate(pose_without_ik):
+        ob.pose.bones[f"b{k}"].rotation_quaternion = rotation
+    chain = add_chain(ob, "b4", 5, empty("Target", (0.04323, -0.36186, 0.59954)),
+                      pole=empty("Pole", (0.22894, -1.44616, -0.47882)), tolerance=1e-3, iterations=1)
+    for iterations in (1, 2):
+        chain.iterations = iterations
+        update()
+        assert chain.status == 'NOT_CONVERGED', chain.message
+        assert chain.limited_by == 'ITERATIONS' and chain.limited_bone == ""
+        assert chain.message.startswith(f"Did not converge in {iterations} iterations")
+        assert_says_gap(ob, chain)
+    chain.iterations = 30
+    update()
+    assert_reached(chain)
+
+
 # --- POLE -------------------------------------------------------------------------------------------
 
 
