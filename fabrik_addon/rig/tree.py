@@ -225,21 +225,37 @@ def _finish(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, 
     per chain, whether a solve of the tree with every joint limit reached its target; ``every_limit``:
     ``result`` is such a solve)."""
     new = _write(arm, tree, goals, result, chains, plans)
+    beyond = [_beyond_reach(goals, i, chain, plan) for i, (chain, plan) in enumerate(zip(chains, plans))]
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         tip = plan.bones[-1]
         end = new[tip][:3, 3] if chain.match_target_rotation else \
             (new[tip] @ np.array([0.0, tree.data[tree.index[tip]].length, 0.0, 1.0]))[:3]
         distance = float(np.linalg.norm(end - goals.targets[i]))
         # As lone chains say it (diagnostics.solve_status): iterations that ran out while the tree was
-        # still closing in are "did not converge", never "out of reach".
+        # still closing in are "did not converge", never "out of reach"; a target beyond the branch's length
+        # is out of reach whatever the passes.
         reached = distance <= chain.tolerance * plan.length
-        status, message = diagnostics.solve_status(reached, result.converged, result.iterations)
+        status, message = diagnostics.solve_status(reached, result.converged or beyond[i], result.iterations)
         set_status(chain, status, message, distance * arm.scale, result.iterations)
         if not reached:  # why (:mod:`.reach`), worked out when first read
             reach.explain_branch(chain, plan, tree.names, goals.joints, goals.parents, goals.effectors[i], result,
                                  goals.targets[i], goals.poles[i], goals.limits, arm.scale,
                                  max(c.iterations for c in chains), plan.length)
-    _solve_branches(arm, chains, plans, result, reachable, every_limit)
+    _solve_branches(arm, chains, plans, result, reachable, every_limit, beyond)
+
+
+def _beyond_reach(goals: _Goals, i: int, chain, plan: ChainPlan) -> bool:
+    """Whether chain ``i``'s target lies farther from the tree's root than the bones from the root to its effector
+    reach (stretched to the chain's cap): out of reach whatever the passes, as a lone chain beyond its length says
+    (an unlimited torso whose hands' targets lay 1.1-1.4 m beyond reach said "did not converge" with 1-5
+    iterations, "out of reach" with 100)."""
+    joint, length = goals.effectors[i], 0.0
+    while goals.parents[joint] >= 0:
+        length += float(np.linalg.norm(goals.joints[joint] - goals.joints[goals.parents[joint]]))
+        joint = goals.parents[joint]
+    cap = chain.max_stretch if chain.use_stretch else 1.0
+    distance = float(np.linalg.norm(goals.targets[i] - goals.joints[joint]))
+    return distance > length * cap + chain.tolerance * plan.length
 
 
 def _pose_without_ik(arm: ArmatureFrame, chains: list, plans: list[ChainPlan]) -> _Tree:
@@ -394,7 +410,7 @@ def _write(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, c
 
 
 def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], result: TreeResult,
-                    reachable: np.ndarray | None, every_limit: bool) -> None:
+                    reachable: np.ndarray | None, every_limit: bool, beyond: list[bool]) -> None:
     """Each chain's own bones below the ones it shares, solved again as a lone chain (:mod:`.small`) from
     where the tree put the bone above them: a pole rolls the branch, hinges turn about X in their plane
     and the curled start makes the branch a function of its target, as on a lone chain.
@@ -406,7 +422,7 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
     A branch that misses says "did not converge" where the tree ran out of iterations ("raise Iterations", as
     a lone chain says it) or a solve of the tree with every joint limit reached that chain's target
     (``reachable``: the target is; the message says that the branch's own solve missed it); "out of reach"
-    otherwise.
+    otherwise, and wherever the target lies beyond the branch's length (``beyond``, per chain).
 
     Where the tree was solved with every joint limit (``every_limit``) and reached the chain's target, and the
     branch's own solve misses it, the branch keeps the tree's pose (limits kept, in its pole's plane where the
@@ -439,7 +455,7 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
             _restore_branch_pose(arm, tree_pose)
             set_status(chain, tree_status.status, tree_status.message, tree_status.error, tree_status.iterations)
             continue
-        if entry.status != 'UNREACHABLE':
+        if entry.status != 'UNREACHABLE' or beyond[i]:
             continue
         if not result.converged:
             status, message = diagnostics.solve_status(False, False, result.iterations)

@@ -4,6 +4,7 @@ import re
 
 import bpy
 import numpy as np
+import pytest
 from mathutils import Quaternion
 from rigs import add_chain, armature, empty, straightish_chain, torso, world_head, world_tail
 
@@ -155,3 +156,22 @@ def test_a_tree_with_a_target_out_of_reach_says_so():
     assert far.group == "fore.L"
     assert far.status == 'UNREACHABLE' and far.limited_by == 'LENGTH', far.message
     assert re.fullmatch(r"Branch 'fore.R': Target [0-9.]+ m beyond reach \(chain [0-9.]+ m\)", far.message), far.message
+
+
+@pytest.mark.parametrize("iterations", [1, 2, 5, 100])
+def test_tree_targets_beyond_reach_are_out_of_reach_whatever_the_iterations(iterations):
+    """Issue 23, as a lone chain beyond its length says it: both hands' targets 1-3 m beyond the bones from the
+    tree's root said "did not converge" with 1-5 iterations (the passes had run out) and "out of reach" with
+    100. With the other hand's target brought within reach (the rig's own pose), the far one still says so."""
+    ob = torso()
+    left_point, _ = reachable_hands(ob, np.random.default_rng(5))
+    left = add_chain(ob, "fore.L", 4, empty("L", (4.0, 0.5, 1.0)), tolerance=1e-4, iterations=iterations)
+    right = add_chain(ob, "fore.R", 4, empty("R", (-3.0, -1.0, 2.5)), tolerance=1e-4, iterations=iterations)
+    bpy.context.view_layer.update()
+    for chain in (left, right):
+        assert chain.status == 'UNREACHABLE' and chain.limited_by == 'LENGTH', chain.message
+        assert re.fullmatch(rf"Branch '{chain.name}': Target [0-9.]+ m beyond reach \(chain [0-9.]+ m\)",
+                            chain.message), chain.message
+    left.target.location = left_point
+    bpy.context.view_layer.update()
+    assert right.status == 'UNREACHABLE' and right.limited_by == 'LENGTH', right.message
