@@ -325,6 +325,8 @@ class FabrikChain(bpy.types.PropertyGroup):
             ('SOFTNESS', "Softness", "Soft IK holds the tip short by design"),
             ('ITERATIONS', "Iterations", "The solve ran out of iterations"),
             ('POLE', "Pole", "A hinge and the pole disagree"),
+            ('SHARED', "Shared Bones",
+             "The tree's other targets pull the bones this chain shares with them (its tree settled short)"),
         ),
         get=_get_limited_by,
     )

@@ -17,7 +17,7 @@ STATUS_ICONS = {'REACHED': 'CHECKMARK', 'UNREACHABLE': 'ERROR', 'INVALID': 'CANC
 
 # The icon of each reason a chain stops short (FabrikChain.limited_by).
 REASON_ICONS = {'LENGTH': 'DRIVER_DISTANCE', 'LIMIT': 'CON_ROTLIMIT', 'SOFTNESS': 'MOD_SMOOTH', 'ITERATIONS': 'TIME',
-                'POLE': 'CON_KINEMATIC', 'NONE': 'BLANK1'}
+                'POLE': 'CON_KINEMATIC', 'SHARED': 'GROUP_BONE', 'NONE': 'BLANK1'}
 
 
 class FABRIK_UL_chains(bpy.types.UIList):

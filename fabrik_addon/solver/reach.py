@@ -23,7 +23,7 @@ from .start import beyond_shortening
 from .two_bone import solve_two_bone
 
 # The values of ``FabrikChain.limited_by``, in the order of its enum items.
-REASONS = ('NONE', 'LENGTH', 'LIMIT', 'SOFTNESS', 'ITERATIONS', 'POLE')
+REASONS = ('NONE', 'LENGTH', 'LIMIT', 'SOFTNESS', 'ITERATIONS', 'POLE', 'SHARED')
 
 # A bone sits on its limit when its direction is within this of the boundary (the ellipse value of a
 # cone, radians for a hinge): the solver's projections land on it to ~1e-7.
@@ -283,6 +283,8 @@ def describe(why: Shortfall, bone_names: Sequence[str] = (), scale: float = 1.0)
         share = why.distance / why.max_reach if why.max_reach > 0.0 else 0.0
         return (f"Softness {why.softness:.2f} holds the tip {gap} short by design (target at {share:.0%} of "
                 "the chain's reach); lower Softness to reach it")
+    if why.reason == 'SHARED':
+        return f"The tree's other targets hold the bones this chain shares with them: the tip stops {gap} short"
     if why.reason == 'POLE':
         return (f"The pole and the hinge of '{name}' disagree: the tip stops {gap} short; move the pole "
                 "into the hinge's plane or remove it")

@@ -175,3 +175,23 @@ def test_tree_targets_beyond_reach_are_out_of_reach_whatever_the_iterations(iter
     left.target.location = left_point
     bpy.context.view_layer.update()
     assert right.status == 'UNREACHABLE' and right.limited_by == 'LENGTH', right.message
+
+
+def test_a_branch_the_other_targets_hold_short_says_so_not_iterations():
+    """A hand whose target is its own pose's tip, the other hand's far beyond reach: the tree settles with the
+    shared spine leaning toward the far target, this hand 0.59 m short. It said "Did not converge in 100
+    iterations ... raise Iterations" under the status "out of reach", and 300 iterations changed nothing. It
+    names the shared bones; with the other target within reach it reaches."""
+    ob = torso()
+    left_point, right_point = reachable_hands(ob, np.random.default_rng(5))
+    left = add_chain(ob, "fore.L", 4, empty("L", left_point), tolerance=1e-4, iterations=100)
+    right = add_chain(ob, "fore.R", 4, empty("R", (-3.0, -1.0, 2.5)), tolerance=1e-4, iterations=100)
+    for iterations in (100, 300):
+        left.iterations = right.iterations = iterations
+        bpy.context.view_layer.update()
+        assert left.status == 'UNREACHABLE' and left.limited_by == 'SHARED', left.message
+        assert re.fullmatch(r"Branch 'fore.L': The tree's other targets hold the bones this chain shares with them: "
+                            r"the tip stops [0-9.]+ [cm]?m short", left.message), left.message
+    right.target.location = right_point
+    bpy.context.view_layer.update()
+    assert left.status == right.status == 'REACHED', (left.message, right.message)
