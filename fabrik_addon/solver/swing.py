@@ -160,6 +160,12 @@ H = 1e-4
 # bisections to the limits' edge (3.75 degrees / 2**40: 6e-14 radians).
 REACH_ROLLS = 96
 REACH_BISECTIONS = 40
+# Where no sample is allowed, the excess over the limits is minimised (golden-section search, at most
+# NARROW_ARC_STEPS steps over two spacings, 7.5 degrees / 1.618**60: 2e-12 radians) about the NARROW_ARC_MINIMA
+# samples that break them least among their neighbours: an allowed arc between two samples.
+NARROW_ARC_MINIMA = 3
+NARROW_ARC_STEPS = 60
+NARROW_ARC_SLOPES = 2.0
 # ... not for a target this near the root, or a circle this small (fractions of the chain's length).
 REACH_DEGENERATE = 1e-6
 
@@ -685,8 +691,11 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, 
         return np.array([root, root + along * line + radius * (math.cos(phi) * side + math.sin(phi) * other),
                          target])
 
+    def excess(phi: float) -> float:
+        return float(limits.violations(pose(phi)).max())
+
     def allowed(phi: float) -> bool:
-        return bool(limits.violations(pose(phi)).max() <= LIMIT_SLACK)
+        return excess(phi) <= LIMIT_SLACK
 
     if limits.limits[0] is None and isinstance(limits.limits[1], HingeLimit):
         # A free bone above a hinge rolls to put the hinge in the bend's plane, and every roll on the circle bends
@@ -699,26 +708,83 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, 
     order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])
     rolls = width * order
     middles = root + along * line + radius * (np.cos(rolls)[:, None] * side + np.sin(rolls)[:, None] * other)
-    if cones_only(limits):
+    coned = cones_only(limits)
+    if coned:
         inside = _inside(_two_bone_swings(middles, root, target, limits), limits)
         candidates = [int(k) for k in np.flatnonzero(inside)]
     else:
         candidates = list(range(REACH_ROLLS))
+    excesses = np.empty(REACH_ROLLS)
     for k in candidates:
         phi = float(rolls[k])
-        if not allowed(phi):
+        excesses[k] = excess(phi)
+        if excesses[k] > LIMIT_SLACK:
             continue
         if k == 0:
             return pose(0.0)
         inner = phi - math.copysign(width, phi)  # one sample nearer 0: not allowed, or it would have been taken
-        for _ in range(REACH_BISECTIONS):
-            middle = 0.5 * (inner + phi)
-            if allowed(middle):
-                phi = middle
+        return pose(_edge(allowed, inner, phi))
+    if coned:
+        return None
+    # No sample allowed: the allowed rolls, where a target lies near the edge of what the limits allow, can be
+    # one arc narrower than the samples' spacing (a coned shoulder with a hinged knee and a pole: 2.6 degrees,
+    # between two samples; the chain stopped 0.82 short, its bones turned 152 degrees from the frame before,
+    # whose arc, 3.1 degrees, held a sample). Near the samples the limits are broken least, the excess is
+    # minimised over the spacing either side; where it reaches zero, the edge of that arc nearest 0 is taken.
+    found = _narrow_arc(excess, excesses, rolls, order, width)
+    if found is None:
+        return None
+    inner = width * math.trunc(found / width)  # the sample at or nearer 0 than it: not allowed
+    return pose(_edge(allowed, inner, found))
+
+
+def _edge(allowed: Callable[[float], bool], inner: float, phi: float) -> float:
+    """The roll between ``inner`` (not allowed) and ``phi`` (allowed) where the limits' edge lies, by
+    REACH_BISECTIONS bisections (on its allowed side)."""
+    for _ in range(REACH_BISECTIONS):
+        middle = 0.5 * (inner + phi)
+        if allowed(middle):
+            phi = middle
+        else:
+            inner = middle
+    return phi
+
+
+def _narrow_arc(excess: Callable[[float], float], values: np.ndarray, rolls: np.ndarray, order: np.ndarray,
+                width: float) -> float | None:
+    """An allowed roll within a sample's spacing of the samples ``rolls`` (none of them allowed) where the largest
+    excess over the limits, ``excess(roll)`` (``values`` at the samples), is least among its neighbours
+    (NARROW_ARC_MINIMA of them, the least excess first): the minimum of the excess found by golden-section search
+    over the spacing either side; of those allowed, the one nearest 0. None when none is."""
+    by_angle = np.argsort(order)  # the samples around the circle
+    around = values[by_angle]
+    before, after = np.roll(around, 1), np.roll(around, -1)
+    # A narrow arc next to a sample: the excess rises from the arc's edges, so the sample's excess is at most its
+    # rise to the neighbour on its far side (slopes alike within a factor NARROW_ARC_SLOPES); a local minimum above
+    # zero, where the limits meet nowhere near, is not searched.
+    low = np.flatnonzero((around <= before) & (around <= after)
+                         & (around <= NARROW_ARC_SLOPES * (np.maximum(before, after) - around)))
+    best: float | None = None
+    for k in by_angle[low[np.argsort(around[low], kind="stable")][:NARROW_ARC_MINIMA]]:
+        a, b = float(rolls[k]) - width, float(rolls[k]) + width
+        golden = 0.5 * (math.sqrt(5.0) - 1.0)
+        c, d = b - golden * (b - a), a + golden * (b - a)
+        fc, fd = excess(c), excess(d)
+        for _ in range(NARROW_ARC_STEPS):
+            if min(fc, fd) <= LIMIT_SLACK:
+                break
+            if fc <= fd:
+                b, d, fd = d, c, fc
+                c = b - golden * (b - a)
+                fc = excess(c)
             else:
-                inner = middle
-        return pose(phi)
-    return None
+                a, c, fc = c, d, fd
+                d = a + golden * (b - a)
+                fd = excess(d)
+        phi = c if fc <= fd else d
+        if min(fc, fd) <= LIMIT_SLACK and (best is None or abs(phi) < abs(best)):
+            best = phi
+    return best
 
 
 def _hinged_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, limits: ResolvedLimits,

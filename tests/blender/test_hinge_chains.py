@@ -377,3 +377,32 @@ def test_a_finger_of_three_hinges_reaches_its_own_poses_with_any_pole():
     for bone in bones:
         bone.rotation_quaternion = (1.0, 0.0, 0.0, 0.0)
     reach_each(ob, chain, target, pole, poses, limits)
+
+
+def test_a_coned_shoulder_with_a_hinged_knee_reaches_a_target_whose_rolls_lie_between_the_samples():
+    """A 2-bone arm (a coned shoulder, a knee hinged -10..150 degrees, a pole) on a rotated, scaled armature under a
+    rotated empty. Where the fits miss, the poses that reach are sampled around their circle 3.75 degrees apart: at
+    target A 3.1 degrees of it are allowed and a sample fell there; at B, 2.6e-4 away, 2.6 degrees between two
+    samples, and the arm stopped 1.06 short (the pole and the hinge "disagree"), its bones 152 degrees from A's."""
+    poses = []
+    for target_point in ((-0.60192, -0.73897, 1.39923), (-0.60181, -0.73877, 1.39911)):
+        bpy.ops.wm.read_factory_settings(use_empty=True)
+        carrier = empty("Carrier", (0.72298, 0.05115, 0.16338))
+        carrier.rotation_euler = (0.45458, 0.32970, 0.23158)
+        ob = armature("Arm", [("b0", (0.0, 0.0, 0.0), (0.0, 0.25, 1.0), None, False),
+                              ("b1", (0.0, 0.25, 1.0), (0.0, 0.0, 2.0), "b0", True)])
+        ob.parent, ob.rotation_euler, ob.scale = carrier, (0.4, -0.7, 1.1), (1.3, 1.3, 1.3)
+        shoulder = ob.pose.bones["b0"].fabrik_limit
+        shoulder.mode = 'CONE'
+        shoulder.cone_left, shoulder.cone_right, shoulder.cone_up, shoulder.cone_down = 0.5, 0.5, 0.6, 0.4
+        knee = ob.pose.bones["b1"].fabrik_limit
+        knee.mode, knee.hinge_min, knee.hinge_max = 'HINGE', math.radians(-10.0), math.radians(150.0)
+        ob.pose.bones["b0"].rotation_quaternion = (0.98968, -0.04723, -0.12692, 0.04686)
+        ob.pose.bones["b1"].rotation_quaternion = (0.99227, -0.06383, 0.10314, 0.02634)
+        chain = add_chain(ob, "b1", 2, empty("Target", target_point, parent=carrier),
+                          pole=empty("Pole", (-2.63258, -0.34901, 1.78700), parent=carrier), tolerance=1e-3,
+                          iterations=30)
+        bpy.context.view_layer.update()
+        assert chain.status == 'REACHED', chain.message
+        poses.append(world_rotations(ob, 2))
+    assert turn_degrees(poses[0], poses[1]) < 1.0
