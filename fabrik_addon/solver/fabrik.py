@@ -171,8 +171,12 @@ def solve_chain(
                                                                    dim == 3 or in_plane is not None)
         if in_plane is not None:
             frames = resolved.frames_of(out)
-        if (converged and error > tolerance and max_iterations < DEFAULT_MAX_ITERATIONS
-                and not prep.unreachable[0]):
+        if prep.unreachable[0]:
+            # Beyond the chain's length: out of reach whatever the passes, as for free chains (4 bones in cones with
+            # zero sides, a target 1.5 lengths out: "did not converge" with 1-3 passes, where their fit did not
+            # settle and limited FABRIK ran out of passes).
+            converged = True
+        elif converged and error > tolerance and max_iterations < DEFAULT_MAX_ITERATIONS:
             converged = not _reached_with_more_passes(joints, target, tolerance, pole, limits, min_improvement,
                                                       softness, use_stretch, max_stretch)
     if eased_in and resolved is None:
