@@ -9,7 +9,7 @@ from mathutils import Matrix, Quaternion
 
 from .. import adapter, diagnostics
 from ..solver import ConeLimit, HingeLimit, TreeResult, solve_tree
-from ..solver.reach import format_distance
+from ..solver.reach import format_distance, out_of_iterations
 from ..solver.rotations import matrix_from_two_vectors
 from ..solver.tree import PLANE_SLACK, off_plane
 from . import reach, small
@@ -458,8 +458,11 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
         if entry.status != 'UNREACHABLE' or beyond[i]:
             continue
         if not result.converged:
-            status, message = diagnostics.solve_status(False, False, result.iterations)
-            set_status(chain, status, message, entry.error, result.iterations)
+            # The chain's own setting, as its explanation quotes it: the tree's passes, restarts included, can
+            # be several times it ("Did not converge in 5 iterations" with Iterations at 1).
+            set_status(chain, 'NOT_CONVERGED', f"Branch '{chain.name}': "
+                       + out_of_iterations(chain.iterations, format_distance(entry.error)), entry.error,
+                       result.iterations)
         elif reachable is not None and bool(reachable[i]):
             # Not the iterations: the tree's passes settled, and the branch, solved again on its own from the
             # shared bones they left, stops short of a target the tree with every limit reaches.

@@ -266,6 +266,12 @@ def format_distance(value: float) -> str:
     return f"{value * 1000.0:.3g} mm"
 
 
+def out_of_iterations(iterations: int, gap: str) -> str:
+    """The ITERATIONS sentence: ``iterations`` the chain's setting, ``gap`` the distance from tip to target as
+    :func:`format_distance` gives it."""
+    return f"Did not converge in {iterations} iterations: the tip stops {gap} short; raise Iterations"
+
+
 def describe(why: Shortfall, bone_names: Sequence[str] = (), scale: float = 1.0) -> str:
     """One sentence saying why the chain stops short, with numbers; the first distance in it is the gap
     from the tip to the target (every distance times ``scale``: armature to world units)."""
@@ -278,7 +284,7 @@ def describe(why: Shortfall, bone_names: Sequence[str] = (), scale: float = 1.0)
         cap = f", stretch capped at {why.max_stretch:.3g}" if why.max_stretch > 1.0 else ""
         return f"Target {gap} beyond reach (chain {chain}{cap})"
     if why.reason == 'ITERATIONS':
-        return f"Did not converge in {why.iterations} iterations: the tip stops {gap} short; raise Iterations"
+        return out_of_iterations(why.iterations, gap)
     if why.reason == 'SOFTNESS':
         share = why.distance / why.max_reach if why.max_reach > 0.0 else 0.0
         return (f"Softness {why.softness:.2f} holds the tip {gap} short by design (target at {share:.0%} of "
