@@ -708,13 +708,12 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, 
     order = np.array([0] + [sign * k for k in range(1, REACH_ROLLS // 2 + 1) for sign in (1, -1)][:REACH_ROLLS - 1])
     rolls = width * order
     middles = root + along * line + radius * (np.cos(rolls)[:, None] * side + np.sin(rolls)[:, None] * other)
-    coned = cones_only(limits)
-    if coned:
-        inside = _inside(_two_bone_swings(middles, root, target, limits), limits)
-        candidates = [int(k) for k in np.flatnonzero(inside)]
+    excesses = np.empty(REACH_ROLLS)
+    if cones_only(limits):
+        excesses[:] = _cone_excess(_two_bone_swings(middles, root, target, limits), limits)
+        candidates = [int(k) for k in np.flatnonzero(excesses <= 0.0)]
     else:
         candidates = list(range(REACH_ROLLS))
-    excesses = np.empty(REACH_ROLLS)
     for k in candidates:
         phi = float(rolls[k])
         excesses[k] = excess(phi)
@@ -724,8 +723,6 @@ def two_bone_reach(fitted: np.ndarray, target: np.ndarray, lengths: np.ndarray, 
             return pose(0.0)
         inner = phi - math.copysign(width, phi)  # one sample nearer 0: not allowed, or it would have been taken
         return pose(_edge(allowed, inner, phi))
-    if coned:
-        return None
     # No sample allowed: the allowed rolls, where a target lies near the edge of what the limits allow, can be
     # one arc narrower than the samples' spacing (a coned shoulder with a hinged knee and a pole: 2.6 degrees,
     # between two samples; the chain stopped 0.82 short, its bones turned 152 degrees from the frame before,
@@ -858,23 +855,23 @@ def _two_bone_swings(middles: np.ndarray, root: np.ndarray, target: np.ndarray, 
     return out
 
 
-def _inside(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
-    """Per pose of swings ``q (K, N, 2)``, whether every bone is inside its cone (:func:`project_swing` leaves it)."""
-    inside = np.ones(len(q), dtype=bool)
+def _cone_excess(q: np.ndarray, limits: ResolvedLimits) -> np.ndarray:
+    """Per pose of swings ``q (K, N, 2)``, the largest ellipse value less 1 of its coned bones (the measure of
+    :meth:`.ConeLimit.excess`; <= 0 inside every cone; -1 without a cone)."""
+    out = np.full(len(q), -1.0)
     for i, limit in enumerate(limits.limits):
-        if isinstance(limit, ConeLimit):  # (in cone-only chains any other bone is free)
-            inside &= cone_inside(limit, q[:, i])
-    return inside
+        if isinstance(limit, ConeLimit):
+            out = np.maximum(out, cone_ratio(limit, q[:, i]) - 1.0)
+    return out
 
 
-def cone_inside(limit: ConeLimit, swings: np.ndarray) -> np.ndarray:
-    """Per swing of ``swings (K, 2)``, whether it lies in ``limit``'s region (:func:`project_swing` leaves it)."""
+def cone_ratio(limit: ConeLimit, swings: np.ndarray) -> np.ndarray:
+    """Per swing of ``swings (K, 2)``, its ellipse value in ``limit``'s quadrant (<= 1 inside; inf past a zero side)."""
     u, v = swings[:, 0], swings[:, 1]
     a = np.where(u >= 0.0, limit.right, limit.left)
     b = np.where(v >= 0.0, limit.up, limit.down)
-    ratio = (np.divide(u, a, out=np.where(u == 0.0, 0.0, math.inf), where=a > 0.0) ** 2
-             + np.divide(v, b, out=np.where(v == 0.0, 0.0, math.inf), where=b > 0.0) ** 2)
-    return ratio <= 1.0
+    return (np.divide(u, a, out=np.where(u == 0.0, 0.0, math.inf), where=a > 0.0) ** 2
+            + np.divide(v, b, out=np.where(v == 0.0, 0.0, math.inf), where=b > 0.0) ** 2)
 
 
 def _fit_beyond(start: np.ndarray, q_ref: np.ndarray, mu_near: float, error: float, root: np.ndarray,
