@@ -758,9 +758,11 @@ def _narrow_arc(excess: Callable[[float], float], values: np.ndarray, rolls: np.
     before, after = np.roll(around, 1), np.roll(around, -1)
     # A narrow arc next to a sample: the excess rises from the arc's edges, so the sample's excess is at most its
     # rise to the neighbour on its far side (slopes alike within a factor NARROW_ARC_SLOPES); a local minimum above
-    # zero, where the limits meet nowhere near, is not searched.
-    low = np.flatnonzero((around <= before) & (around <= after)
-                         & (around <= NARROW_ARC_SLOPES * (np.maximum(before, after) - around)))
+    # zero, where the limits meet nowhere near, is not searched. (Past a cone's zero side the excess is infinite:
+    # infinity less infinity compares false, so such samples are never searched.)
+    with np.errstate(invalid="ignore"):
+        rise = np.maximum(before, after) - around
+    low = np.flatnonzero((around <= before) & (around <= after) & (around <= NARROW_ARC_SLOPES * rise))
     best: float | None = None
     for k in by_angle[low[np.argsort(around[low], kind="stable")][:NARROW_ARC_MINIMA]]:
         a, b = float(rolls[k]) - width, float(rolls[k]) + width
