@@ -443,3 +443,67 @@ def test_a_held_fit_beyond_reach_stops_its_rounds_and_changes_no_pose(monkeypatc
     ungated = solved()
     assert np.array_equal(gated[0], ungated[0])
     assert 3 * gated[1] < ungated[1], (gated[1], ungated[1])
+
+
+def branch_limits_left_out(limits, parents, effectors, rigid):
+    """``limits`` without those of each branch's own bones (below the last joint it shares), as the add-on's first
+    solve of a tree leaves the limits of branches it solves again as lone chains."""
+    out = list(limits)
+    for e in effectors:
+        j = e
+        while j > 0 and sum(p == parents[j] for p in parents) == 1 and parents[j] not in rigid:
+            out[j] = None
+            j = parents[j]
+        out[j] = None
+    return out
+
+
+@pytest.mark.parametrize(("make", "poled"), [(hinged_y, True), (hinged_y, False), (coned_torso, True),
+                                             (hinged_torso, True), (hinged_torso, False)],
+                         ids=["Y, cones and hinges, poles", "Y, cones and hinges", "torso, cones, poles",
+                              "torso, hinged forearms, poles", "torso, hinged forearms"])
+def test_a_tree_continued_from_a_pose_moves_on_with_it(make, poled):
+    """``near``: the tree solved with its branches' limits left out (as the add-on's first solve), then with every
+    limit from there. Targets from poses inside the limits (poles on the branches' sides), 12 trees: the continued
+    fit reaches ("held" with poles), keeps every limit in the turns it reports, and moves on with the targets: moved
+    by 1e-4 of the tree's length, no joint moves more than 10 times that (at most 3.6 over 80 trees with poles).
+    The add-on's branches solved again as lone chains from the first solve's pose jumped 9-71 degrees in a frame on
+    walks inside the limits (tests/blender/test_tree_walks.py)."""
+    rng = np.random.default_rng(11)
+    push = np.array([[1.0, -0.5, 0.3], [-0.2, 0.4, 1.0]]) / 1.2
+    for _ in range(12):
+        joints, parents, effectors, limits, rigid, targets, _, poles = pole_tree(make, rng)
+        tree_limits = resolve_tree_limits(limits, joints, parents)
+        length = lengths(joints, parents).sum()
+        first = branch_limits_left_out(limits, parents, effectors, rigid)
+        solved = []
+        for moved in (targets, targets + 1e-4 * length * push):
+            near = solve_tree(joints, parents, effectors, moved, limits=first, rigid=rigid, tolerance=1e-3 * length,
+                              poles=poles if poled else None).joints
+            result = solve_tree(joints, parents, effectors, moved, limits=limits, rigid=rigid, tolerance=1e-3 * length,
+                                poles=poles if poled else None, near=near)
+            assert result.continued == ("held" if poled else "fit") and result.reached.all()
+            assert result.iterations == 0 and result.converged
+            assert_kept_in_its_turns(result, joints, parents, limits, tree_limits, rigid)
+            solved.append(result.joints)
+        assert np.abs(solved[1] - solved[0]).max() <= 10 * 1e-4 * length
+
+
+def test_near_is_checked_and_a_continued_fit_that_misses_is_not_kept():
+    """A ``near`` of the wrong shape or with NaN is refused by name; targets beyond reach: the fit from ``near``
+    misses, and the solve is the one without it."""
+    rng = np.random.default_rng(12)
+    joints, parents, effectors, limits, _ = hinged_y(rng)
+    length = lengths(joints, parents).sum()
+    targets = inside_pose(rng, joints, parents, resolve_tree_limits(limits, joints, parents))[effectors]
+    with pytest.raises(ValueError, match="near"):
+        solve_tree(joints, parents, effectors, targets, limits=limits, near=joints[:-1])
+    bad = joints.copy()
+    bad[2, 1] = np.nan
+    with pytest.raises(ValueError, match="near"):
+        solve_tree(joints, parents, effectors, targets, limits=limits, near=bad)
+    far = joints[0] + 3.0 * length * np.array([[1.0, 0.0, 0.2], [-1.0, 0.3, 0.2]])
+    alone = solve_tree(joints, parents, effectors, far, limits=limits, tolerance=1e-3 * length)
+    continued = solve_tree(joints, parents, effectors, far, limits=limits, tolerance=1e-3 * length, near=joints)
+    assert continued.continued == "" and not continued.reached.any()
+    np.testing.assert_array_equal(continued.joints, alone.joints)
