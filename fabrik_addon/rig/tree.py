@@ -63,14 +63,26 @@ class _Goals:
 
 def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     """Solve the chains of ``plans`` (which share bones) as one tree and write every bone's rotation;
-    then each chain's own branch again as a lone chain (:func:`_solve_branches`)."""
+    then each chain's own branch again as a lone chain (:func:`_solve_branches`).
+
+    Where a branch solved again carries a joint limit (which the tree's first solve leaves out), the tree is solved
+    again with every limit, continued from the first solve's pose (:func:`.solver.solve_tree`'s ``near``); where
+    that reaches every target it is the pose, and its limited branches keep it (:func:`_fitted_branch`). Else, as
+    before that: the branches from the first solve, then the tree with every limit where one misses or leaves its
+    pole's plane (:func:`_solve_with_every_limit`)."""
     chains = [arm.chains[p.chain_index] for p in plans]
     tree = _pose_without_ik(arm, chains, plans)
     goals = _goals(arm, tree, chains, plans)
     result = _solve(arm, tree, goals, chains, plans)
     left_out = any(_limited_again(arm, c, p, plans) for c, p in zip(chains, plans))
-    _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None, not left_out)
-    off = _off_planes(arm, tree, goals, chains, plans) if left_out else 0.0
+    again = _solve(arm, tree, goals, chains, plans, every_limit=True, near=result.joints) if left_out else None
+    if again is not None and again.continued:
+        result = again
+        _finish(arm, tree, goals, result, chains, plans, result.reached, True)
+    else:
+        _finish(arm, tree, goals, result, chains, plans, result.reached if not left_out else None, not left_out)
+    # Branches with poles that the continued fit did not hold are solved again as lone chains, as after the first.
+    off = _off_planes(arm, tree, goals, chains, plans) if left_out and result.continued != "held" else 0.0
     if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains) or off > PLANE_SLACK):
         _solve_with_every_limit(arm, tree, goals, result, chains, plans, off)
     influences = [settings_of(c, p).influence for c, p in zip(chains, plans)]
@@ -92,7 +104,7 @@ def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, resu
     _finish(arm, tree, goals, again, chains, plans, again.reached, True)
     misses = _misses(chains)
     if misses > before or (misses == before and not _off_planes(arm, tree, goals, chains, plans) < off):
-        _finish(arm, tree, goals, result, chains, plans, again.reached, False)
+        _finish(arm, tree, goals, result, chains, plans, again.reached, bool(result.continued))
 
 
 def _blend_influence(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan],
@@ -332,9 +344,9 @@ def _goals(arm: ArmatureFrame, tree: _Tree, chains: list, plans: list[ChainPlan]
 
 
 def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: list[ChainPlan],
-           every_limit: bool = False) -> TreeResult:
-    """:func:`.solver.solve_tree` on the tree; bones with several children turn as rigid bodies. The limits
-    of branches solved again as lone chains are left out unless ``every_limit``."""
+           every_limit: bool = False, near: np.ndarray | None = None) -> TreeResult:
+    """:func:`.solver.solve_tree` on the tree (``near``: its pose to continue from); bones with several children
+    turn as rigid bodies. The limits of branches solved again as lone chains are left out unless ``every_limit``."""
     tolerance = min(c.tolerance * p.length for c, p in zip(chains, plans))  # fractions of each chain's length
     rigid = [k for k in range(len(tree.names)) if len(goals.children[k]) >= 2]
     resolved_again = set() if every_limit else \
@@ -346,7 +358,7 @@ def _solve(arm: ArmatureFrame, tree: _Tree, goals: _Goals, chains: list, plans: 
                           weights=goals.weights, poles=np.array(goals.poles), rigid=rigid, tolerance=tolerance,
                           max_iterations=max(c.iterations for c in chains), **limits,
                           softness=[c.softness for c in chains], use_stretch=[c.use_stretch for c in chains],
-                          max_stretch=[c.max_stretch for c in chains])
+                          max_stretch=[c.max_stretch for c in chains], near=near)
     except ValueError as exc:
         raise ChainError(str(exc)) from exc
 
@@ -434,7 +446,8 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
     rig_cache = arm.cache
     for i, (chain, plan) in enumerate(zip(chains, plans)):
         last = len(plan.bones) - len(_branch(plan, plans))
-        if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans):
+        if last >= len(plan.bones) or not _solved_again(arm, chain, plan, plans) or \
+                _fitted_branch(arm, chain, plan, plans, result.continued):
             continue
         last -= 1
         rows = plan.cache_rows[last + 1:]
@@ -469,6 +482,16 @@ def _solve_branches(arm: ArmatureFrame, chains: list, plans: list[ChainPlan], re
             set_status(chain, 'NOT_CONVERGED', f"Branch '{chain.name}': did not converge: its own solve stops "
                        f"{format_distance(entry.error)} short of a target the tree reaches with every joint limit "
                        "(more iterations do not help)", entry.error, result.iterations)
+
+
+def _fitted_branch(arm: ArmatureFrame, chain, plan: ChainPlan, plans: list[ChainPlan], continued: str) -> bool:
+    """Whether the chain's limited branch keeps the pose of a tree solve continued from the first
+    (``continued``: :attr:`.solver.TreeResult.continued`), which kept its limits and reached its target: a branch
+    without a pole always, one with a pole where that fit held it toward its pole's plane. A lone chain's solve
+    from a trunk that leaves its target at the edge of what its limits allow can take another reaching roll from
+    one frame to the next (a coned Y with hinged tips, from the first solve's trunk: 46 degrees in a frame)."""
+    return bool(continued) and _limited_again(arm, chain, plan, plans) and \
+        (chain.pole is None or continued == "held")
 
 
 def _branch_pose(arm: ArmatureFrame, bones: list[str]) -> list[tuple]:
