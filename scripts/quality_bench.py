@@ -510,12 +510,21 @@ ARMS = [("fore.L", 4, None), ("fore.R", 4, None)]
 ARM_POLES = [("fore.L", 4, (0.7, 0.0, 0.1)), ("fore.R", 4, (-0.7, 0.0, 0.1))]  # below the elbows
 HINGE = (math.radians(-150.0), math.radians(150.0))
 Y_POLES = [("b.L", 3, (0.45, 1.0, 1.5)), ("b.R", 3, (-0.45, 1.0, 1.5))]  # in front of the Y's elbows
+# Lopsided cones a little wider than the walk's swing, and elbows that only bend one way (0 to 92 degrees): the
+# limited branches come to the edge of what their limits allow (docs/trees.md, "Continued from the first solve").
+LOPSIDED = {"spine0": (0.6539, 0.565, 0.5988, 0.3841), "upper.L": (0.497, 0.5053, 0.4041, 0.3492),
+            "upper.R": (0.5047, 0.5872, 0.6049, 0.3841)}
+ONE_WAY = (0.0, 1.6)
 TREES = [
     TreeRig("torso, hinge forearms", _torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},
             planar=("fore.L", "fore.R")),
     TreeRig("torso, poles", _torso_bones(), ARM_POLES, planar=("fore.L", "fore.R")),
     TreeRig("torso, poles, hinges", _torso_bones(), ARM_POLES, hinges={"fore.L": HINGE, "fore.R": HINGE},
             planar=("fore.L", "fore.R")),
+    TreeRig("torso, lopsided cones, one-way elbows", _torso_bones(), ARMS,
+            hinges={"fore.L": ONE_WAY, "fore.R": ONE_WAY}, cones=LOPSIDED),
+    TreeRig("torso, lopsided cones, one-way elbows, poles", _torso_bones(), ARM_POLES,
+            hinges={"fore.L": ONE_WAY, "fore.R": ONE_WAY}, cones=LOPSIDED),
     TreeRig("Y, branches at one point", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)]),
     TreeRig("Y, branches 0.08 apart", _creature_bones(0.08), [("b.L", 3, None), ("b.R", 3, None)]),
     TreeRig("Y at one point, cones", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)],
