@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from mathutils import Quaternion
 from rigs import armature, empty, key_path, off_x, world_head, world_tail
+from test_tree_branches import largest_turn, world_rotations
 
 # Their time goes to the solver: make test runs each on one Blender version (tests/conftest.py).
 pytestmark = pytest.mark.solver_bound
@@ -96,22 +97,6 @@ def limited(ob, cones: dict, hinged: tuple[str, ...]) -> None:
         limit.hinge_min, limit.hinge_max = HINGE
 
 
-def world_rotations(ob, names: list[str]) -> np.ndarray:
-    ev = ob.evaluated_get(bpy.context.evaluated_depsgraph_get())
-    world = np.array(ev.matrix_world)
-    out = []
-    for name in names:
-        m = (world @ np.array(ev.pose.bones[name].matrix))[:3, :3]
-        out.append(m / np.linalg.norm(m, axis=0))
-    return np.array(out)
-
-
-def turn_degrees(a: np.ndarray, b: np.ndarray) -> float:
-    rel = np.swapaxes(a, 1, 2) @ b
-    cos = np.clip((np.trace(rel, axis1=1, axis2=2) - 1.0) / 2.0, -1.0, 1.0)
-    return float(np.degrees(np.arccos(cos)).max())
-
-
 def plane_degrees(root: np.ndarray, target: np.ndarray, pole: np.ndarray, elbow: np.ndarray) -> float:
     """Angle of ``elbow - root`` out of the plane through root, target and pole."""
     normal = np.cross(target - root, pole - root)
@@ -152,9 +137,9 @@ def test_a_limited_tree_follows_its_own_walk_without_popping(case):
     previous, turns = None, []
     for k, f in enumerate(frames):
         bpy.context.scene.frame_set(f)
-        rotations = world_rotations(ob, names)
+        rotations = world_rotations(ob)
         if previous is not None:
-            turns.append(turn_degrees(previous, rotations))
+            turns.append(largest_turn(previous, rotations))
         previous = rotations
         for chain, tip in zip(chains, tips):
             assert chain.status == 'REACHED', (case, f, tip, chain.status, chain.message)
