@@ -165,9 +165,11 @@ def solve_tree(
         A pose of the same tree to continue from (the bones at their lengths, the root at ``joints[0]``; its limits
         need not hold): the same tree solved with some limits left out, say. With limits the swing fit handles
         (cones, hinges) and no stretch, the solve is first the fit from ``near`` (:func:`.tree_fit.fit_tree`: proximal
-        rounds, pulled toward where they start), its limited pole branches held toward their poles' planes, then
-        not held; the first that reaches every weighted target is returned (``continued``, 0 iterations), a pose
-        that moves continuously with ``near`` and the targets. Where neither reaches, as without ``near``.
+        rounds, pulled toward where they start), then, where limited branches have poles, the fit held toward their
+        poles' planes from where the first left the tree. The held fit where it reaches every weighted target, else
+        the first where it does, is returned (``continued``; 0 iterations): it follows ``near`` and the targets
+        where the rounds keep to one path (docs/trees.md, "Continued from the first solve"). Where neither reaches,
+        the solve is as without ``near``.
 
     Returns
     -------
@@ -198,10 +200,11 @@ def solve_tree(
     grow &= weight > 0.0
     if soft.any():
         tgt = ease_tree_targets(pts[0], parent, lengths, effector, tgt, soft)
+    near_pts = None if near is None else pad3(check_points(near, (count, dim), "near"))
     continued = None
-    if near is not None and resolved is not None and fits(resolved) and not grow.any():
-        continued = _continued(pad3(check_points(near, (count, dim), "near")), pts,
-                               (parent, lengths, effector, tgt, weight, pole, rigid_set, resolved, tolerance))
+    if near_pts is not None and resolved is not None and fits(resolved) and not grow.any():
+        continued = _continued(near_pts, pts, (parent, lengths, effector, tgt, weight, pole, rigid_set, resolved,
+                                               tolerance))
     if continued is not None:
         out, errors, fitted, how = continued
         iterations, settled = 0, True

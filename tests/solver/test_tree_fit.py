@@ -507,3 +507,11 @@ def test_near_is_checked_and_a_continued_fit_that_misses_is_not_kept():
     continued = solve_tree(joints, parents, effectors, far, limits=limits, tolerance=1e-3 * length, near=joints)
     assert continued.continued == "" and not continued.reached.any()
     np.testing.assert_array_equal(continued.joints, alone.joints)
+
+
+def test_near_is_checked_on_a_tree_without_limits_too():
+    """Without limits ``near`` is not used, but a bad one is still refused by name."""
+    joints, parents, effectors = random_y_tree(np.random.default_rng(13))
+    with pytest.raises(ValueError, match="near"):
+        solve_tree(joints, parents, effectors, joints[effectors], near=joints[:-1])
+    assert solve_tree(joints, parents, effectors, joints[effectors], near=joints).continued == ""
