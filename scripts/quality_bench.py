@@ -489,7 +489,7 @@ class TreeRig:
     planar: tuple[str, ...] = ()  # bones turning about local X alone in the walk (a planar elbow)
 
 
-def _torso_bones() -> list[tuple]:
+def torso_bones() -> list[tuple]:
     return [("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False), ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
             ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.05), "spine1", False),
             ("fore.L", (0.7, 0, 1.05), (1.2, 0, 1.1), "upper.L", True),
@@ -497,7 +497,7 @@ def _torso_bones() -> list[tuple]:
             ("fore.R", (-0.7, 0, 1.05), (-1.2, 0, 1.1), "upper.R", True)]  # arms bent about their local X
 
 
-def _creature_bones(gap: float) -> list[tuple]:
+def creature_bones(gap: float) -> list[tuple]:
     """A trunk whose two 2-bone branches start ``gap`` apart at its tail (0: one point)."""
     return [("trunk", (0, 0, 0.0), (0, 0, 1.0), None, False),
             ("a.L", (gap / 2, 0, 1.0), (0.45, 0.05, 1.5), "trunk", gap == 0.0),
@@ -516,29 +516,30 @@ LOPSIDED = {"spine0": (0.6539, 0.565, 0.5988, 0.3841), "upper.L": (0.497, 0.5053
             "upper.R": (0.5047, 0.5872, 0.6049, 0.3841)}
 ONE_WAY = (0.0, 1.6)
 TREES = [
-    TreeRig("torso, hinge forearms", _torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},
+    TreeRig("torso, hinge forearms", torso_bones(), ARMS, hinges={"fore.L": HINGE, "fore.R": HINGE},
             planar=("fore.L", "fore.R")),
-    TreeRig("torso, poles", _torso_bones(), ARM_POLES, planar=("fore.L", "fore.R")),
-    TreeRig("torso, poles, hinges", _torso_bones(), ARM_POLES, hinges={"fore.L": HINGE, "fore.R": HINGE},
+    TreeRig("torso, poles", torso_bones(), ARM_POLES, planar=("fore.L", "fore.R")),
+    TreeRig("torso, poles, hinges", torso_bones(), ARM_POLES, hinges={"fore.L": HINGE, "fore.R": HINGE},
             planar=("fore.L", "fore.R")),
-    TreeRig("torso, lopsided cones, one-way elbows", _torso_bones(), ARMS,
+    TreeRig("torso, lopsided cones, one-way elbows", torso_bones(), ARMS,
             hinges={"fore.L": ONE_WAY, "fore.R": ONE_WAY}, cones=LOPSIDED),
-    TreeRig("torso, lopsided cones, one-way elbows, poles", _torso_bones(), ARM_POLES,
+    TreeRig("torso, lopsided cones, one-way elbows, poles", torso_bones(), ARM_POLES,
             hinges={"fore.L": ONE_WAY, "fore.R": ONE_WAY}, cones=LOPSIDED),
-    TreeRig("Y, branches at one point", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)]),
-    TreeRig("Y, branches 0.08 apart", _creature_bones(0.08), [("b.L", 3, None), ("b.R", 3, None)]),
-    TreeRig("Y at one point, cones", _creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)],
+    TreeRig("Y, branches at one point", creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)]),
+    TreeRig("Y, branches 0.08 apart", creature_bones(0.08), [("b.L", 3, None), ("b.R", 3, None)]),
+    TreeRig("Y at one point, cones", creature_bones(0.0), [("b.L", 3, None), ("b.R", 3, None)],
             cones={n: (0.6, 0.6, 0.6, 0.6) for n in ("a.L", "b.L", "a.R", "b.R")}),
-    TreeRig("Y at one point, poles", _creature_bones(0.0), Y_POLES),
-    TreeRig("Y 0.08 apart, poles", _creature_bones(0.08), Y_POLES),
+    TreeRig("Y at one point, poles", creature_bones(0.0), Y_POLES),
+    TreeRig("Y 0.08 apart, poles", creature_bones(0.08), Y_POLES),
 ]
 TREE_WALK = 0.27  # radians: each bone's swing in the forward-kinematics walk (steps <= 0.45% of a chain)
 
 
-def walk_rotations(tree: TreeRig, frames: int) -> list[list[Quaternion]]:
-    """Per frame, every bone's local rotation in the walk: a swing about a fixed axis (local X for planar
-    and hinged bones, which stay bent), smooth and closed over ``frames``."""
-    rng = np.random.default_rng(23)
+def walk_rotations(tree: TreeRig, frames: int, seed: int = 23, swing: float = TREE_WALK) -> list[list[Quaternion]]:
+    """Per frame, every bone's local rotation in the walk: a swing of ``swing`` radians about a fixed axis (local X
+    for planar and hinged bones, which stay bent; the others' axes and phases drawn from ``seed``), smooth and closed
+    over ``frames``."""
+    rng = np.random.default_rng(seed)
     axes, phases = [], []
     for name, *_ in tree.bones:
         axis = np.array([1.0, 0.0, 0.0]) if name in tree.hinges or name in tree.planar else rng.normal(size=3)
@@ -550,7 +551,7 @@ def walk_rotations(tree: TreeRig, frames: int) -> list[list[Quaternion]]:
         row = []
         for (name, *_), axis, phase in zip(tree.bones, axes, phases):
             bend = 0.6 if name in tree.hinges or name in tree.planar else 0.0  # elbows stay bent
-            row.append(Quaternion(axis, bend + TREE_WALK * math.sin(t + phase)))
+            row.append(Quaternion(axis, bend + swing * math.sin(t + phase)))
         out.append(row)
     return out
 
@@ -604,7 +605,7 @@ def _chain_length(tree: TreeRig, tip: str, count: int) -> float:
     return total
 
 
-def _plane_degrees(root: np.ndarray, target: np.ndarray, pole: np.ndarray, elbow: np.ndarray) -> float:
+def plane_degrees(root: np.ndarray, target: np.ndarray, pole: np.ndarray, elbow: np.ndarray) -> float:
     """Angle of ``elbow - root`` out of the plane through root, target and pole."""
     normal = np.cross(target - root, pole - root)
     d = elbow - root
@@ -649,7 +650,7 @@ def run_tree(tree: TreeRig, kind: str, frames: int = FRAMES, mode: str = 'QUATER
                 errors.append(float(np.linalg.norm(tail - points[f - 1, c])))
                 if pole is not None:
                     upper = ev.pose.bones[tip].parent
-                    off_plane.append(_plane_degrees(np.array(ev.matrix_world @ upper.head), points[f - 1, c],
+                    off_plane.append(plane_degrees(np.array(ev.matrix_world @ upper.head), points[f - 1, c],
                                                     np.array(pole), np.array(ev.matrix_world @ upper.tail)))
             for name in tree.hinges.keys() | set(tree.planar):
                 q = relative_rotations(ob, [ob.pose.bones[name].parent.name, name])[0]

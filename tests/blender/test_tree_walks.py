@@ -8,49 +8,41 @@ limit from its pose without IK took another pose (12-71 degrees in a frame). Now
 continued from the first solve's pose (``solve_tree``'s ``near``)."""
 
 import math
+import sys
 
 import bpy
 import numpy as np
 import pytest
-from mathutils import Quaternion
-from rigs import armature, empty, key_path, off_x, world_head, world_tail
+from rigs import ROOT, armature, empty, key_path, off_x, world_head, world_tail
 from test_tree_branches import largest_turn, world_rotations
+
+sys.path.insert(0, str(ROOT / "scripts"))
+from quality_bench import (  # noqa: E402
+    ARM_POLES,
+    LOPSIDED,
+    ONE_WAY,
+    Y_POLES,
+    TreeRig,
+    creature_bones,
+    plane_degrees,
+    torso_bones,
+    walk_rotations,
+)
 
 # Their time goes to the solver: make test runs each on one Blender version (tests/conftest.py).
 pytestmark = pytest.mark.solver_bound
 
 FRAMES = 400  # the walk's loop
 WINDOW = 10  # frames either side of the one that popped
-HINGE = (0.0, 1.6)  # radians about local X: the walk bends hinged bones 0.6 +- its swing
+HINGE = ONE_WAY  # 0 to 1.6 radians about local X: the walk bends hinged bones 0.6 +- its swing
 
-
-def torso_bones() -> list[tuple]:
-    return [("spine0", (0, 0, 0.0), (0, 0, 0.6), None, False), ("spine1", (0, 0, 0.6), (0, 0, 1.2), "spine0", True),
-            ("upper.L", (0.2, 0, 1.15), (0.7, 0, 1.05), "spine1", False),
-            ("fore.L", (0.7, 0, 1.05), (1.2, 0, 1.1), "upper.L", True),
-            ("upper.R", (-0.2, 0, 1.15), (-0.7, 0, 1.05), "spine1", False),
-            ("fore.R", (-0.7, 0, 1.05), (-1.2, 0, 1.1), "upper.R", True)]
-
-
-def creature_bones(gap: float) -> list[tuple]:
-    """A trunk whose two 2-bone branches start ``gap`` apart at its tail (0: one point)."""
-    return [("trunk", (0, 0, 0.0), (0, 0, 1.0), None, False),
-            ("a.L", (gap / 2, 0, 1.0), (0.45, 0.05, 1.5), "trunk", gap == 0.0),
-            ("b.L", (0.45, 0.05, 1.5), (0.9, 0, 2.0), "a.L", True),
-            ("a.R", (-gap / 2, 0, 1.0), (-0.45, 0.05, 1.5), "trunk", gap == 0.0),
-            ("b.R", (-0.45, 0.05, 1.5), (-0.9, 0, 2.0), "a.R", True)]
-
-
-ARM_POLES = {"fore.L": (0.7, 0.0, 0.1), "fore.R": (-0.7, 0.0, 0.1)}  # below the elbows
-Y_POLES = {"b.L": (0.45, 1.0, 1.5), "b.R": (-0.45, 1.0, 1.5)}  # in front of the Y's elbows
+POLES = {tip: pole for tip, _, pole in ARM_POLES + Y_POLES}  # the quality benchmark's: below elbows, before the Y's
 
 # name: (bones, tips and chain length, cones (left, right, up, down), hinged bones, bones swinging about X (bent
 # 0.6 rad), poles or None, the walk's seed and swing (radians), the frame that popped (degrees before))
 CASES = {
     "torso, lopsided cones, hinged forearms": (
-        torso_bones(), 4, {"spine0": (0.6539, 0.565, 0.5988, 0.3841), "upper.L": (0.497, 0.5053, 0.4041, 0.3492),
-                           "upper.R": (0.5047, 0.5872, 0.6049, 0.3841)},
-        ("fore.L", "fore.R"), ("fore.L", "fore.R"), None, 1, 0.27, 104),  # 12.0
+        torso_bones(), 4, LOPSIDED, ("fore.L", "fore.R"), ("fore.L", "fore.R"), None, 1, 0.27, 104),  # 12.0
     "torso, lopsided cones": (
         torso_bones(), 4, {"spine0": (0.5357, 0.3832, 0.5164, 0.3528), "upper.L": (0.5862, 0.3349, 0.6139, 0.5471),
                            "upper.R": (0.4873, 0.6471, 0.6147, 0.5687)},
@@ -58,32 +50,15 @@ CASES = {
     "torso, lopsided cones, hinged forearms, poles, wide walk": (
         torso_bones(), 4, {"spine0": (0.502, 0.7558, 0.8366, 0.6097), "upper.L": (0.7782, 0.7101, 0.6858, 0.8397),
                            "upper.R": (0.6093, 0.5068, 0.5128, 0.5792)},
-        ("fore.L", "fore.R"), ("fore.L", "fore.R"), ARM_POLES, 2, 0.45, 250),  # 71.2
+        ("fore.L", "fore.R"), ("fore.L", "fore.R"), POLES, 2, 0.45, 250),  # 71.2
     "Y 0.08 apart, coned first bones, hinged tips": (
         creature_bones(0.08), 3, {"a.L": (0.5788, 0.3628, 0.4974, 0.307), "a.R": (0.5491, 0.3546, 0.4343, 0.504)},
         ("b.L", "b.R"), ("b.L", "b.R"), None, 1, 0.27, 294),  # 46.4
     "Y at one point, cones, poles": (
         creature_bones(0.0), 3, {"a.L": (0.3795, 0.5144, 0.6384, 0.3582), "a.R": (0.4602, 0.6146, 0.3086, 0.3284),
                                  "b.L": (0.5649, 0.4885, 0.3553, 0.6275), "b.R": (0.555, 0.6014, 0.6381, 0.5252)},
-        (), (), Y_POLES, 2, 0.27, 255),  # 11.5
+        (), (), POLES, 2, 0.27, 255),  # 11.5
 }
-
-
-def walk(bones: list[tuple], about_x: tuple[str, ...], seed: int, swing: float, frames: list[int]) -> list[list]:
-    """Each bone's local rotation at ``frames`` of the walk: a swing about a fixed axis (local X for ``about_x``,
-    bent 0.6 rad), smooth and closed over FRAMES."""
-    rng = np.random.default_rng(seed)
-    axes, phases = [], []
-    for name, *_ in bones:
-        axis = np.array([1.0, 0.0, 0.0]) if name in about_x else rng.normal(size=3)
-        axes.append(axis / np.linalg.norm(axis))
-        phases.append(rng.uniform(0.0, 2.0 * math.pi))
-    out = []
-    for f in frames:
-        t = 2.0 * math.pi * (f - 1) / FRAMES
-        out.append([Quaternion(axis, (0.6 if name in about_x else 0.0) + swing * math.sin(t + phase))
-                    for (name, *_), axis, phase in zip(bones, axes, phases)])
-    return out
 
 
 def limited(ob, cones: dict, hinged: tuple[str, ...]) -> None:
@@ -97,13 +72,6 @@ def limited(ob, cones: dict, hinged: tuple[str, ...]) -> None:
         limit.hinge_min, limit.hinge_max = HINGE
 
 
-def plane_degrees(root: np.ndarray, target: np.ndarray, pole: np.ndarray, elbow: np.ndarray) -> float:
-    """Angle of ``elbow - root`` out of the plane through root, target and pole."""
-    normal = np.cross(target - root, pole - root)
-    d = elbow - root
-    return math.degrees(math.asin(min(1.0, abs(normal @ d) / (np.linalg.norm(normal) * np.linalg.norm(d)))))
-
-
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_limited_tree_follows_its_own_walk_without_popping(case):
     bones, count, cones, hinged, about_x, poles, seed, swing, popped = CASES[case]
@@ -112,7 +80,9 @@ def test_a_limited_tree_follows_its_own_walk_without_popping(case):
     tips = [n for n in names if not any(b[3] == n for b in bones)]
     twin = armature("Walk", bones)
     points = {tip: [] for tip in tips}
-    for row in walk(bones, about_x, seed, swing, frames):
+    walk = walk_rotations(TreeRig(case, bones, [], hinges={name: HINGE for name in hinged}, planar=about_x), FRAMES,
+                          seed, swing)
+    for row in (walk[f - 1] for f in frames):
         for name, q in zip(names, row):
             twin.pose.bones[name].rotation_quaternion = q
         bpy.context.view_layer.update()
