@@ -84,23 +84,26 @@ def solve_group(arm: ArmatureFrame, plans: list[ChainPlan]) -> None:
     # Branches with poles that the continued fit did not hold are solved again as lone chains, as after the first.
     off = _off_planes(arm, tree, goals, chains, plans) if left_out and result.continued != "held" else 0.0
     if left_out and (not all(diagnostics.of(c).status == 'REACHED' for c in chains) or off > PLANE_SLACK):
-        _solve_with_every_limit(arm, tree, goals, result, chains, plans, off)
+        # Where the continued fit missed, ``again`` is the tree solved with every limit from its pose without IK.
+        _solve_with_every_limit(arm, tree, goals, result, chains, plans, off, None if again is None or again.continued
+                                else again)
     influences = [settings_of(c, p).influence for c, p in zip(chains, plans)]
     if min(influences) < 1.0:
         _blend_influence(arm, tree, goals, chains, plans, influences)
 
 
 def _solve_with_every_limit(arm: ArmatureFrame, tree: _Tree, goals: _Goals, result: TreeResult, chains: list,
-                            plans: list[ChainPlan], off: float) -> None:
+                            plans: list[ChainPlan], off: float, solved: TreeResult | None = None) -> None:
     """A branch solved again from where the tree put the shared bones missed or left its pole's plane, and the
     tree had placed them without the branches' limits (free branches reach from more places than limited ones,
     and bend in their poles' planes from more): solve the tree again with every limit, where the fit places the
     shared bones so that the limited branches reach, in their poles' planes (:mod:`.solver.tree_fit`); kept only
     where it leaves fewer chains short, or as many and the branches nearer their planes (a target beyond reach
     is missed both ways, and the first solve's pose and status stand). ``off``: the first solve's
-    :func:`_off_planes`."""
+    :func:`_off_planes`; ``solved``: that solve with every limit where it was already made (a continued solve that
+    missed: :func:`solve_group`), not solved twice."""
     before = _misses(chains)
-    again = _solve(arm, tree, goals, chains, plans, every_limit=True)
+    again = solved if solved is not None else _solve(arm, tree, goals, chains, plans, every_limit=True)
     _finish(arm, tree, goals, again, chains, plans, again.reached, True)
     misses = _misses(chains)
     if misses > before or (misses == before and not _off_planes(arm, tree, goals, chains, plans) < off):
